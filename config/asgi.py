@@ -1,0 +1,18 @@
+"""ASGI entry point: HTTP (Django, with static files) and websockets (Channels) on one server."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_application = get_asgi_application()
+
+application = ProtocolTypeRouter(
+    {
+        # Static files (admin, API docs) are served here so one daphne process needs nothing else.
+        "http": ASGIStaticFilesHandler(django_application),
+    }
+)

@@ -1,0 +1,17 @@
+from django.contrib import admin
+from django.urls import path
+
+from conversations.api import assets_router, calls_router, router
+from conversations.api_base import api
+from conversations.health import healthz, readyz
+
+api.add_router("/", router)
+api.add_router("/", calls_router)
+api.add_router("/", assets_router)
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
+    path("healthz", healthz),
+    path("readyz", readyz),
+]

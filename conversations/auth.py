@@ -1,0 +1,145 @@
+"""Authentication: ``Authorization: Bearer <token>`` (an ``ApiToken``) or a Django session.
+
+Only the SHA-256 digest of a token is stored. ``last_used_at`` is written at most once a
+minute per token so that reads do not turn into writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user
+from django.db import close_old_connections, connections
+from django.http import HttpRequest
+from django.middleware.csrf import CsrfViewMiddleware
+from django.utils import timezone
+from ninja.security.base import AuthBase
+
+from .models import ApiToken
+
+TOKEN_PREFIX = "tc_"
+LAST_USED_EVERY = timedelta(seconds=60)
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_create(
+    *, user: Any, name: str = "", scopes: list[str] | None = None, expires_at=None
+) -> tuple[ApiToken, str]:
+    """A new token for ``user``: the row and the secret, which is never stored."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = ApiToken.objects.create(
+        user=user,
+        name=name,
+        digest=token_digest(secret),
+        scopes=sorted(set(scopes or [])),
+        expires_at=expires_at,
+    )
+    return row, secret
+
+
+def token_revoke(*, token_id: int) -> bool:
+    return bool(
+        ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    )
+
+
+def token_authenticate(raw: str) -> ApiToken | None:
+    """The live token for ``raw`` (not revoked, not expired, active user), else None."""
+    if not raw:
+        return None
+    now = timezone.now()
+    row = ApiToken.objects.select_related("user").filter(digest=token_digest(raw)).first()
+    if row is None or row.revoked_at is not None or not row.user.is_active:
+        return None
+    if row.expires_at is not None and row.expires_at <= now:
+        return None
+    if row.last_used_at is None or now - row.last_used_at > LAST_USED_EVERY:
+        ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
+    return row
+
+
+def bearer_of(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip()
+
+
+class BearerAuth(AuthBase):
+    """``Authorization: Bearer <token>``. (ninja's HttpBearer logs the header in DEBUG.)"""
+
+    openapi_type = "http"
+    openapi_scheme = "bearer"
+
+    def __call__(self, request: HttpRequest) -> Any:
+        token = bearer_of(request)
+        if not token:
+            return None
+        row = token_authenticate(token)
+        if row is None:
+            return None
+        request.api_token = row  # type: ignore[attr-defined]
+        request.user = row.user
+        return row.user
+
+
+def _csrf_ok(request: HttpRequest) -> bool:
+    if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
+        return True
+    check = CsrfViewMiddleware(lambda req: None)
+    check.process_request(request)
+    return check.process_view(request, lambda req: None, (), {}) is None
+
+
+class SessionAuth(AuthBase):
+    """A logged-in browser session; unsafe methods need the CSRF token."""
+
+    openapi_type = "apiKey"
+    openapi_in = "cookie"
+    openapi_name = "sessionid"
+
+    def __call__(self, request: HttpRequest) -> Any:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated or not _csrf_ok(request):
+            return None
+        return user
+
+
+def _authenticate_detached(request: HttpRequest) -> Any:
+    """Token or session auth in a pool thread that gives its database connection back."""
+    try:
+        raw = bearer_of(request)
+        if raw is not None:
+            row = token_authenticate(raw)
+            if row is None:
+                return None
+            request.api_token = row  # type: ignore[attr-defined]
+            return row.user
+        user = get_user(request)
+        return user if user.is_authenticated else None
+    finally:
+        close_old_connections()
+        connections.close_all()
+
+
+class AsyncAuth(AuthBase):
+    """For async views that wait: authenticates without pinning a thread or a connection."""
+
+    openapi_type = "http"
+    openapi_scheme = "bearer"
+
+    async def __call__(self, request: HttpRequest) -> Any:
+        user = await sync_to_async(_authenticate_detached, thread_sensitive=False)(request)
+        if user is not None:
+            request.user = user
+        return user

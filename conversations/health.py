@@ -1,0 +1,54 @@
+"""``/healthz`` (the process answers) and ``/readyz`` (database, migrations, channel layer)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+async def _layer_round_trip() -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        raise RuntimeError("no channel layer configured")
+    channel = await layer.new_channel()
+    await layer.send(channel, {"type": "ready.check"})
+    message = await asyncio.wait_for(layer.receive(channel), timeout=2)
+    if message.get("type") != "ready.check":
+        raise RuntimeError("channel layer returned another message")
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    checks: dict[str, str] = {}
+    try:
+        connection = connections[DEFAULT_DB_ALIAS]
+        connection.ensure_connection()
+        checks["database"] = "ok"
+        plan = MigrationExecutor(connection).migration_plan(
+            MigrationExecutor(connection).loader.graph.leaf_nodes()
+        )
+        checks["migrations"] = "ok" if not plan else f"{len(plan)} unapplied"
+    except Exception as exc:  # noqa: BLE001 - readiness reports any failure
+        checks.setdefault("database", f"error: {exc.__class__.__name__}")
+        checks.setdefault("migrations", "unknown")
+    try:
+        async_to_sync(_layer_round_trip)()
+        checks["channelLayer"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        checks["channelLayer"] = f"error: {exc.__class__.__name__}"
+    ready = all(value == "ok" for value in checks.values())
+    return JsonResponse(
+        {"status": "ready" if ready else "not_ready", "checks": checks},
+        status=200 if ready else 503,
+    )

@@ -1,0 +1,41 @@
+"""Structured log formatters: one JSON object per line in production, readable lines in development.
+
+Both carry the context keys the operations spec names when a log call passes them in ``extra``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+CONTEXT_KEYS = ("conversation_id", "tool_call_id", "sequence", "claim_token", "worker")
+
+
+def _context(record: logging.LogRecord) -> dict[str, object]:
+    return {key: getattr(record, key) for key in CONTEXT_KEYS if hasattr(record, key)}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, object] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            **{k: str(v) for k, v in _context(record).items()},
+        }
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+class PlainFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        context = _context(record)
+        if context:
+            text += " " + " ".join(f"{k}={v}" for k, v in context.items())
+        return text

@@ -1,0 +1,91 @@
+"""``seed_demo``: a demo user, a token and a conversation with something real in it. Idempotent."""
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from conversations.auth import token_create
+from conversations.models import Conversation, ToolCall
+from conversations.services.claims import claim_acquire
+from conversations.services.conversations import conversation_create
+from conversations.services.messages import message_post
+from conversations.services.settlement import ClaimGuard, call_settle
+
+DEMO_USERNAME = "demo"
+DEMO_PASSWORD = "demo-password"
+DEMO_TITLE = "Demo: a settled call and one awaiting approval"
+
+
+class Command(BaseCommand):
+    help = "Create the demo user (staff, password printed), a fresh token and a demo conversation."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-token", action="store_true", help="Do not make a new token.")
+
+    def handle(self, *args, **options):
+        User = get_user_model()
+        with transaction.atomic():
+            user, created = User.objects.get_or_create(
+                username=DEMO_USERNAME, defaults={"is_staff": True, "is_superuser": True}
+            )
+            if created:
+                user.set_password(DEMO_PASSWORD)
+                user.save()
+            user.user_permissions.add(
+                Permission.objects.get(codename="run_commands", content_type__app_label="tools")
+            )
+        conversation = Conversation.objects.filter(owner=user, title=DEMO_TITLE).first()
+        if conversation is None:
+            conversation = self._conversation(user)
+        self.stdout.write(f"Admin login: {DEMO_USERNAME} / {DEMO_PASSWORD} (created {created})")
+        self.stdout.write(f"Demo conversation: {conversation.pk}")
+        if not options["no_token"]:
+            _, secret = token_create(user=user, name="demo (make run)")
+            self.stdout.write(f"Demo token: {secret}")
+
+    def _conversation(self, user):
+        conversation = conversation_create(owner=user, title=DEMO_TITLE)
+        first = message_post(
+            conversation_id=conversation.pk,
+            message_id="demo-user-1",
+            role="user",
+            content=[
+                {"type": "text", "text": "What is in this project, and can you run the tests?"}
+            ],
+        )
+        turn_id = first.body["turnId"]
+        posted = message_post(
+            conversation_id=conversation.pk,
+            message_id="demo-assistant-1",
+            role="assistant",
+            turn_id=turn_id,
+            content=[
+                {"type": "text", "text": "Let me look around first, then run the tests."},
+                {
+                    "type": "tool_call",
+                    "id": "demo-call-1",
+                    "name": "notes_lookup",
+                    "arguments": {"query": "project layout"},
+                },
+                {
+                    "type": "tool_call",
+                    "id": "demo-call-2",
+                    "name": "bash",
+                    "arguments": {"command": "make test"},
+                },
+            ],
+        )
+        # The host tool is ready: settle it as a host would, so one response exists.
+        host_call = ToolCall.objects.get(pk=posted.call_ids[0])
+        claim = claim_acquire(call_id=host_call.pk, worker="seed_demo")
+        if claim is not None:
+            text = "README.md\nconfig/\nconversations/\ntools/\nprojections/\ntests/\n"
+            call_settle(
+                call_id=host_call.pk,
+                outcome="completed",
+                guard=ClaimGuard(claim.token, claim.generation),
+                result={"content": [{"type": "text", "text": text}]},
+                text=text,
+            )
+        return conversation

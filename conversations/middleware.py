@@ -1,0 +1,85 @@
+"""Every answer under ``/api/`` is JSON, also the ones Django produces itself (404, 405, 413, 500).
+
+Async-capable, so the async turn-barrier view runs without a thread hop.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from .errors import error_body
+from .fields import dumps
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+_CODES = {
+    400: ("bad_request", "Malformed request."),
+    401: ("unauthorized", "Authentication required."),
+    403: ("forbidden", "Not allowed."),
+    404: ("not_found", "Not found."),
+    405: ("method_not_allowed", "Method not allowed."),
+    413: ("payload_too_large", "Request body too large."),
+    500: ("internal_error", "Internal server error."),
+}
+
+
+def _json(body: dict, status: int) -> HttpResponse:
+    return HttpResponse(dumps(body), status=status, content_type="application/json")
+
+
+def _too_large(request: HttpRequest) -> HttpResponse | None:
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return _json(error_body("bad_request", "Invalid Content-Length."), 400)
+    if length > settings.TOOLCORE_MAX_BODY:
+        message = f"Request body over {settings.TOOLCORE_MAX_BODY} bytes."
+        return _json(error_body("payload_too_large", message), 413)
+    return None
+
+
+def _as_json(response: HttpResponse) -> HttpResponse:
+    if response.status_code < 400 or response.get("Content-Type", "").startswith(
+        "application/json"
+    ):
+        return response
+    code, message = _CODES.get(response.status_code, ("error", "Request failed."))
+    new = _json(error_body(code, message), response.status_code)
+    if response.has_header("Allow"):
+        new["Allow"] = response["Allow"]
+    return new
+
+
+class ApiErrorMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):
+        if iscoroutinefunction(self.get_response):
+            return self.__acall__(request)
+        if not request.path.startswith(API_PREFIX):
+            return self.get_response(request)
+        early = _too_large(request)
+        return early or _as_json(self.get_response(request))
+
+    async def __acall__(self, request: HttpRequest):
+        if not request.path.startswith(API_PREFIX):
+            return await self.get_response(request)
+        early = _too_large(request)
+        return early or _as_json(await self.get_response(request))
+
+    def process_exception(self, request: HttpRequest, exception: Exception):
+        if not request.path.startswith(API_PREFIX):
+            return None
+        logger.exception("unhandled error on %s", request.path)
+        return _json(error_body("internal_error", "Internal server error."), 500)

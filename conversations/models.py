@@ -1,0 +1,344 @@
+"""Durable state of conversations: the event log, unfinished calls, claims, assets, activity, tokens.
+
+Models hold data and invariants (database constraints); the services in
+``conversations/services/`` are the only writers.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from .fields import CompactJSONField
+
+
+class TimeStamped(models.Model):
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class Conversation(TimeStamped):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True, default="")
+    # Relative to TOOLCORE_WORKSPACE_ROOT/<owner id>/; default: the conversation id.
+    workspace = models.CharField(max_length=1024)
+    last_sequence = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="conv_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Turn(TimeStamped):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        ENDED = "ended"
+
+    class Origin(models.TextChoices):
+        USER = "user"
+        COMMAND = "command"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    ordinal = models.PositiveIntegerField()
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OPEN)
+    origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.USER)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=16, blank=True, default="")
+    # A user !command's idempotency key and text (origin = command only).
+    input_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 - NULL is "no key" in the unique constraint
+    command = models.TextField(blank=True, default="")
+    include_in_context = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["conversation", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "ordinal"], name="turn_ordinal_unique"),
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status="open"),
+                name="turn_one_open_per_conversation",
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "input_id"],
+                condition=Q(input_id__isnull=False),
+                name="turn_command_input_unique",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["open", "ended"]), name="turn_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="open", ended_at__isnull=True)
+                | Q(status="ended", ended_at__isnull=False),
+                name="turn_ended_at_iff_ended",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.ordinal} of {self.conversation_id}"
+
+
+EVENT_TYPES = (
+    "user_message",
+    "assistant_message",
+    "tool_call_response",
+    "async_bash_event",
+    "turn_ended",
+)
+ASSET_KINDS = (
+    "payload",
+    "report",
+    "image",
+    "stdout",
+    "stderr",
+    "output",
+    "overflow_recovery",
+    "arguments",
+)
+
+
+class ConversationEvent(models.Model):
+    class Type(models.TextChoices):
+        USER_MESSAGE = "user_message"
+        ASSISTANT_MESSAGE = "assistant_message"
+        TOOL_CALL_RESPONSE = "tool_call_response"
+        ASYNC_BASH_EVENT = "async_bash_event"
+        TURN_ENDED = "turn_ended"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=32, choices=Type.choices)
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    tool_call_id = models.UUIDField(null=True, blank=True)
+    # The client's messageId of a message event: the idempotency key of message posting.
+    message_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 - NULL is "no key" in the unique constraint
+    payload = CompactJSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "sequence"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "sequence"], name="event_sequence_unique"
+            ),
+            # One response per call is a database fact.
+            models.UniqueConstraint(
+                fields=["tool_call_id"],
+                condition=Q(tool_call_id__isnull=False),
+                name="event_one_response_per_call",
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "message_id"],
+                condition=Q(message_id__isnull=False),
+                name="event_message_id_unique",
+            ),
+            models.CheckConstraint(condition=Q(sequence__gte=1), name="event_sequence_positive"),
+            models.CheckConstraint(condition=Q(type__in=EVENT_TYPES), name="event_type_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.sequence} {self.type}"
+
+
+UNFINISHED_STATES = ("supervising", "awaiting_approval", "ready", "running", "awaiting_input")
+OUTCOMES = ("completed", "failed", "denied", "cancelled", "indeterminate")
+
+
+class ToolCall(TimeStamped):
+    """An unfinished call. The row exists only until the call settles into an event."""
+
+    class State(models.TextChoices):
+        SUPERVISING = "supervising"
+        AWAITING_APPROVAL = "awaiting_approval"
+        READY = "ready"
+        RUNNING = "running"
+        AWAITING_INPUT = "awaiting_input"
+
+    class Origin(models.TextChoices):
+        MODEL = "model"
+        USER = "user"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="tool_calls"
+    )
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    assistant_event = models.ForeignKey(
+        ConversationEvent,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tool_calls",
+    )
+    provider_call_id = models.CharField(max_length=255, blank=True, default="")
+    content_index = models.PositiveIntegerField(null=True, blank=True)
+    origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.MODEL)
+    tool_name = models.CharField(max_length=256, db_index=True)
+    arguments = CompactJSONField(default=dict)
+    state = models.CharField(max_length=24, choices=State.choices, default=State.SUPERVISING)
+    # The fencing number: +1 on every claim.
+    generation = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=1)
+    supervision = CompactJSONField(null=True, blank=True)
+    interaction = CompactJSONField(null=True, blank=True)
+    resolution = CompactJSONField(null=True, blank=True)
+    # The interaction a resolution answered, kept for the response once the call moved on.
+    resolved_interaction = CompactJSONField(null=True, blank=True)
+    resolution_request_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 - NULL: not resolved
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    permission_refused = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assistant_event", "content_index"], name="call_block_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=list(UNFINISHED_STATES)), name="call_state_valid"
+            ),
+            # interaction is set exactly when the call awaits a person.
+            models.CheckConstraint(
+                condition=(
+                    Q(state__in=["awaiting_approval", "awaiting_input"], interaction__isnull=False)
+                    | (
+                        ~Q(state__in=["awaiting_approval", "awaiting_input"])
+                        & Q(interaction__isnull=True)
+                    )
+                ),
+                name="call_interaction_iff_awaiting",
+            ),
+            models.CheckConstraint(condition=Q(attempt__gte=1), name="call_attempt_positive"),
+        ]
+        indexes = [
+            models.Index(fields=["state", "tool_name"], name="call_state_tool"),
+            models.Index(fields=["turn", "state"], name="call_turn_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.id} ({self.state})"
+
+
+class ExecutionClaim(models.Model):
+    """Exists exactly while its call is ``running``: who runs it, under which generation."""
+
+    call = models.OneToOneField(
+        ToolCall, primary_key=True, on_delete=models.CASCADE, related_name="claim"
+    )
+    token = models.UUIDField(default=uuid.uuid4, unique=True)
+    worker = models.CharField(max_length=255)
+    generation = models.PositiveIntegerField()
+    acquired_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"claim g{self.generation} by {self.worker}"
+
+
+class Asset(models.Model):
+    class Kind(models.TextChoices):
+        PAYLOAD = "payload"
+        REPORT = "report"
+        IMAGE = "image"
+        STDOUT = "stdout"
+        STDERR = "stderr"
+        OUTPUT = "output"
+        OVERFLOW_RECOVERY = "overflow_recovery"
+        ARGUMENTS = "arguments"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="assets")
+    # No foreign key: the unfinished row is gone once the call settles.
+    tool_call_id = models.UUIDField(null=True, blank=True, db_index=True)
+    event = models.ForeignKey(
+        ConversationEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="assets"
+    )
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    path = models.CharField(max_length=1024, help_text="Relative to DATA_DIR.")
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    media_type = models.CharField(max_length=127, default="application/octet-stream")
+    truncated = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=ASSET_KINDS), name="asset_kind_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.path}"
+
+
+class ToolActivity(TimeStamped):
+    """The folded ``tool.updated`` state of one call, kept after settlement (projections/fold.py)."""
+
+    tool_call_id = models.UUIDField(unique=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="activities"
+    )
+    turn = models.ForeignKey(
+        Turn, null=True, blank=True, on_delete=models.CASCADE, related_name="activities"
+    )
+    ordinal = models.PositiveBigIntegerField(help_text="Order of the call in its conversation.")
+    rev = models.PositiveIntegerField(default=0)
+    state_json = CompactJSONField(default=dict)
+    payload_json = CompactJSONField(default=dict)
+    payload_bytes = models.PositiveIntegerField(default=0)
+    raw_length = models.PositiveBigIntegerField(default=0)
+    raw_sha1 = models.CharField(max_length=40, blank=True, default="")
+    # Derived from state_json["status"] on every write; indexed for the recovery sweep.
+    is_final = models.BooleanField(default=False, db_index=True)
+
+    class Meta:
+        verbose_name_plural = "tool activities"
+        ordering = ["conversation", "ordinal"]
+        indexes = [models.Index(fields=["conversation", "-ordinal"], name="activity_recent")]
+
+    def __str__(self) -> str:
+        return f"activity {self.tool_call_id} rev {self.rev}"
+
+
+class ApiToken(models.Model):
+    class Scope(models.TextChoices):
+        HOST = "host"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True, default="")
+    # SHA-256 hex of the token; the token itself is shown once and never stored.
+    digest = models.CharField(max_length=64, unique=True)
+    scopes = CompactJSONField(default=list, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name or 'token'} of {self.user}"
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in (self.scopes or [])

@@ -1,0 +1,227 @@
+"""Reads for the API: owner-scoped lookups, pages, details and turn results.
+
+Another owner's resource raises ``NotFound``, exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
+from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
+
+from .errors import CursorAhead, NotFound, ValidationFailed
+from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
+from .services.activity import activity_state
+from .services.queue import queue_notices
+from .shapes import asset_wire, call_wire, conversation_wire, event_wire, iso
+from .storage import absolute_from_data
+
+
+def _uuid(value: Any, what: str) -> UUID:
+    try:
+        return UUID(str(value))
+    except ValueError as exc:
+        raise NotFound(f"{what} not found.") from exc
+
+
+def conversation_for(user: Any, conversation_id: Any) -> Conversation:
+    conversation = Conversation.objects.filter(
+        pk=_uuid(conversation_id, "Conversation"), owner_id=user.pk
+    ).first()
+    if conversation is None:
+        raise NotFound("Conversation not found.")
+    return conversation
+
+
+def _encode_cursor(created_at: datetime, pk: Any) -> str:
+    raw = f"{created_at.isoformat()}|{pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, pk = raw.split("|", 1)
+        return datetime.fromisoformat(stamp), pk
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed("The cursor is not valid.", field="cursor") from exc
+
+
+def conversations_page(user: Any, *, cursor: str | None, limit: int) -> dict[str, Any]:
+    """The user's conversations, newest first."""
+    rows = Conversation.objects.filter(owner_id=user.pk).order_by("-created_at", "-id")
+    if cursor:
+        stamp, pk = _decode_cursor(cursor)
+        rows = rows.filter(created_at__lte=stamp).exclude(created_at=stamp, id__gte=pk)
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    next_cursor = _encode_cursor(page[-1].created_at, page[-1].pk) if more and page else None
+    return {"items": [conversation_wire(c) for c in page], "nextCursor": next_cursor}
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def events_page_json(conversation: Conversation, *, after: int, limit: int) -> str:
+    """``{events, lastSequence, nextAfter}`` as JSON text, ≤ ``limit`` events and ≤ 512 KiB.
+
+    The stored payload text is passed through without decoding; the first event always goes
+    in. ``nextAfter`` is null only when the page reaches ``lastSequence``.
+    """
+    last = (
+        Conversation.objects.filter(pk=conversation.pk)
+        .values_list("last_sequence", flat=True)
+        .first()
+    )
+    if last is None:
+        raise NotFound("Conversation not found.")
+    if after > last:
+        raise CursorAhead(f"after={after} is beyond the last sequence {last}.", field="after")
+    rows = (
+        ConversationEvent.objects.filter(
+            conversation_id=conversation.pk, sequence__gt=after, sequence__lte=last
+        )
+        .order_by("sequence")
+        .values_list(
+            "sequence",
+            "type",
+            "turn_id",
+            "tool_call_id",
+            Cast("payload", TextField()),
+            "created_at",
+        )
+    )[: min(limit, REPLAY_MAX_EVENTS)]
+    parts: list[str] = []
+    used = 0
+    reached = after
+    for sequence, type_, turn_id, call_id, payload, created_at in rows:
+        text = (
+            f'{{"sequence":{sequence},"type":{_ENCODE(type_)},'
+            f'"turnId":{_ENCODE(str(turn_id)) if turn_id else "null"},'
+            f'"toolCallId":{_ENCODE(str(call_id)) if call_id else "null"},'
+            f'"payload":{payload},"createdAt":"{iso(created_at)}"}}'
+        )
+        size = len(text.encode("utf-8"))
+        if parts and used + size > REPLAY_BUDGET_BYTES:
+            break
+        parts.append(text)
+        used += size
+        reached = sequence
+    next_after = None if reached >= last else reached
+    return (
+        f'{{"events":[{",".join(parts)}],"lastSequence":{last},'
+        f'"nextAfter":{"null" if next_after is None else next_after}}}'
+    )
+
+
+def call_for(user: Any, call_id: Any) -> tuple[ToolCall | None, ConversationEvent | None]:
+    """The unfinished call, or else its response event; owner-scoped."""
+    pk = _uuid(call_id, "Tool call")
+    call = (
+        ToolCall.objects.select_related("claim", "conversation")
+        .filter(pk=pk, conversation__owner_id=user.pk)
+        .first()
+    )
+    if call is not None:
+        return call, None
+    event = ConversationEvent.objects.filter(
+        tool_call_id=pk, conversation__owner_id=user.pk
+    ).first()
+    if event is None:
+        raise NotFound("Tool call not found.")
+    return None, event
+
+
+def call_detail(user: Any, call_id: Any) -> dict[str, Any]:
+    call, event = call_for(user, call_id)
+    if call is not None:
+        return call_wire(call)
+    assert event is not None
+    return {
+        "id": str(event.tool_call_id),
+        "outcome": event.payload["outcome"],
+        "response": event_wire(event),
+    }
+
+
+def call_details(user: Any, call_id: Any) -> dict[str, Any]:
+    """On demand: model and transcript projections, the ``tool.updated`` state and the assets."""
+    call, event = call_for(user, call_id)
+    pk = call.pk if call is not None else event.tool_call_id  # type: ignore[union-attr]
+    activity = ToolActivity.objects.filter(tool_call_id=pk).first()
+    assets = Asset.objects.filter(tool_call_id=pk).order_by("created_at")
+    payload = event.payload if event is not None else None
+    return {
+        "id": str(pk),
+        "state": call.state if call is not None else None,
+        "outcome": payload["outcome"] if payload else None,
+        "modelContent": payload["modelContent"] if payload else None,
+        "userProjection": payload["userProjection"] if payload else None,
+        "toolUpdate": activity_state(activity) if activity is not None else None,
+        "assets": [asset_wire(a, str(absolute_from_data(a.path))) for a in assets],
+    }
+
+
+def asset_for(user: Any, asset_id: Any) -> Asset:
+    asset = Asset.objects.filter(
+        pk=_uuid(asset_id, "Asset"), conversation__owner_id=user.pk
+    ).first()
+    if asset is None:
+        raise NotFound("Asset not found.")
+    return asset
+
+
+def turn_for(conversation: Conversation, turn_id: Any) -> Turn:
+    turn = Turn.objects.filter(pk=_uuid(turn_id, "Turn"), conversation_id=conversation.pk).first()
+    if turn is None:
+        raise NotFound("Turn not found.")
+    return turn
+
+
+def turn_results(conversation_id: Any, turn_id: Any) -> dict[str, Any]:
+    """The turn barrier's answer now: settled results of the latest assistant message, or the
+    pending calls."""
+    pending = list(
+        ToolCall.objects.filter(turn_id=turn_id).order_by("created_at").values_list("id", "state")
+    )
+    if pending:
+        return {
+            "settled": False,
+            "pending": [{"toolCallId": str(i), "state": s} for i, s in pending],
+        }
+    latest = (
+        ConversationEvent.objects.filter(
+            turn_id=turn_id, type=ConversationEvent.Type.ASSISTANT_MESSAGE
+        )
+        .order_by("-sequence")
+        .values_list("sequence", flat=True)
+        .first()
+    )
+    results = []
+    if latest is not None:
+        responses = ConversationEvent.objects.filter(
+            turn_id=turn_id, type=ConversationEvent.Type.TOOL_CALL_RESPONSE
+        ).values_list("tool_call_id", "payload")
+        for call_id, payload in responses:
+            if payload.get("assistantSequence") != latest:
+                continue
+            results.append(
+                {
+                    "toolCallId": str(call_id),
+                    "providerCallId": payload["providerCallId"],
+                    "contentIndex": payload["contentIndex"],
+                    "toolName": payload["toolName"],
+                    "outcome": payload["outcome"],
+                    "modelContent": payload["modelContent"],
+                }
+            )
+        results.sort(key=lambda r: r["contentIndex"])
+    return {"settled": True, "results": results, "queue": queue_notices(conversation_id)}

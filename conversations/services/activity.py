@@ -1,0 +1,124 @@
+"""``ToolActivity``: the folded ``tool.updated`` state of each call, written only through the fold.
+
+The state is split in two columns: ``state_json`` holds the small fields and ``payload_json``
+the bounded ``input`` and ``output`` (with ``payload_bytes``, their compact UTF-8 size), so
+frame budgeting reads sizes without loading payloads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Max
+from django.utils import timezone
+
+from projections.fold import FINAL_STATUSES, apply_tool_update
+from projections.wire import bound_tool_input
+
+from ..fields import dumps
+from ..models import ToolActivity, ToolCall
+from ..shapes import iso
+from .publish import Message, conversation_group
+
+PAYLOAD_KEYS = ("input", "inputOmitted", "output")
+
+
+def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    small = {k: v for k, v in state.items() if k not in PAYLOAD_KEYS}
+    payload = {k: state[k] for k in PAYLOAD_KEYS if k in state}
+    return small, payload
+
+
+def activity_state(activity: ToolActivity) -> dict[str, Any]:
+    """The whole folded state of one call, with its ``rev``."""
+    return {**activity.state_json, **activity.payload_json, "rev": activity.rev}
+
+
+def _store(activity: ToolActivity, state: dict[str, Any]) -> None:
+    small, payload = split_state(state)
+    small.pop("rev", None)
+    activity.state_json = small
+    activity.payload_json = payload
+    activity.payload_bytes = len(dumps(payload).encode("utf-8"))
+    activity.is_final = small.get("status") in FINAL_STATUSES
+
+
+def _publish(activity: ToolActivity, update: dict[str, Any], messages: list[Message]) -> None:
+    messages.append(
+        (
+            conversation_group(activity.conversation_id),
+            {
+                "type": "tool.updated",
+                "conversationId": str(activity.conversation_id),
+                "update": {**update, "rev": activity.rev},
+            },
+        )
+    )
+
+
+def activity_create(
+    *, call: ToolCall, title: str | None, kind: str, messages: list[Message]
+) -> ToolActivity:
+    """The first state of a new call (``pending``). Called with the conversation locked."""
+    update: dict[str, Any] = {
+        "toolCallId": str(call.id),
+        "turnId": str(call.turn_id),
+        "toolName": call.tool_name[:256],
+        "kind": kind,
+        "status": "pending",
+    }
+    if title:
+        update["title"] = title[:256]
+    bounded = bound_tool_input(call.arguments, tool_name=call.tool_name, kind=kind)
+    if bounded is None:
+        update["inputOmitted"] = True
+    else:
+        update["input"] = bounded
+    last = ToolActivity.objects.filter(conversation_id=call.conversation_id).aggregate(
+        m=Max("ordinal")
+    )["m"]
+    activity = ToolActivity(
+        tool_call_id=call.id,
+        conversation_id=call.conversation_id,
+        turn_id=call.turn_id,
+        ordinal=(last or 0) + 1,
+        rev=1,
+    )
+    _store(activity, apply_tool_update(None, update))
+    activity.save()
+    _publish(activity, update, messages)
+    return activity
+
+
+def activity_apply(
+    *, tool_call_id: Any, update: dict[str, Any], messages: list[Message]
+) -> ToolActivity | None:
+    """Fold ``update`` into the call's activity (row locked) and publish it with ``rev + 1``.
+
+    An update that changes nothing (e.g. to a call already final) is not published.
+    """
+    activity = ToolActivity.objects.select_for_update().filter(tool_call_id=tool_call_id).first()
+    if activity is None:
+        return None
+    before = activity_state(activity)
+    before.pop("rev")
+    after = apply_tool_update(before, update)
+    if after == before:
+        return activity
+    activity.rev += 1
+    _store(activity, after)
+    activity.save()
+    _publish(activity, update, messages)
+    return activity
+
+
+def status_update(call: ToolCall, status: str, **extra: Any) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "toolCallId": str(call.id),
+        "turnId": str(call.turn_id),
+        "status": status,
+    }
+    if status == "in_progress":
+        update["startedAt"] = iso(timezone.now())
+    update.update(extra)
+    return update

@@ -1,0 +1,109 @@
+"""Execution claims: taking, renewing and releasing the right to run a call (fencing).
+
+Taking a claim is a compare-and-set (``ready`` → ``running``, ``generation + 1``, a new token).
+Holding one means: the row is ``running`` and its generation and claim token are the holder's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..errors import StaleClaim
+from ..models import ExecutionClaim, ToolCall
+from .activity import activity_apply, status_update
+from .calls import call_changed
+from .publish import Message, publish_on_commit
+
+S = ToolCall.State
+
+
+@dataclass(frozen=True)
+class Claim:
+    call_id: UUID
+    token: UUID
+    generation: int
+    expires_at: datetime
+
+
+def lease() -> timedelta:
+    return timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
+
+
+def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
+    """Claim one ``ready`` call for ``worker``; None when it is not ready any more."""
+    messages: list[Message] = []
+    now = timezone.now()
+    with transaction.atomic():
+        call = ToolCall.objects.select_for_update().filter(pk=call_id, state=S.READY).first()
+        if call is None:
+            return None
+        generation = call.generation + 1
+        changed = ToolCall.objects.filter(
+            pk=call.pk, state=S.READY, generation=call.generation
+        ).update(state=S.RUNNING, generation=F("generation") + 1, updated_at=now)
+        if not changed:
+            return None
+        claim = ExecutionClaim.objects.create(
+            call=call,
+            token=uuid.uuid4(),
+            worker=worker,
+            generation=generation,
+            acquired_at=now,
+            heartbeat_at=now,
+            expires_at=now + lease(),
+        )
+        call.refresh_from_db()
+        call_changed(call, messages)
+        activity_apply(
+            tool_call_id=call.pk, update=status_update(call, "in_progress"), messages=messages
+        )
+        publish_on_commit(messages)
+    return Claim(call.pk, claim.token, generation, claim.expires_at)
+
+
+def claim_acquire_batch(
+    *, tool_names: Sequence[str], worker: str, limit: int, owner_id: Any = None
+) -> list[Claim]:
+    """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations when
+    given). PostgreSQL skips rows another claimer holds locked (``skip_locked``)."""
+    candidates = ToolCall.objects.filter(state=S.READY, tool_name__in=list(tool_names)).order_by(
+        "created_at"
+    )
+    if owner_id is not None:
+        candidates = candidates.filter(conversation__owner_id=owner_id)
+    claims: list[Claim] = []
+    while len(claims) < limit:
+        with transaction.atomic():
+            picked = candidates
+            if connection.vendor == "postgresql":
+                picked = picked.select_for_update(skip_locked=True, of=("self",))
+            ids = list(picked.values_list("id", flat=True)[: limit - len(claims)])
+        if not ids:
+            break
+        got = [c for c in (claim_acquire(call_id=i, worker=worker) for i in ids) if c is not None]
+        claims.extend(got)
+        if not got:
+            break
+    return claims
+
+
+def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> datetime:
+    """Extend the lease of a held claim; ``StaleClaim`` when it is not held any more."""
+    now = timezone.now()
+    expires = now + lease()
+    renewed = ExecutionClaim.objects.filter(
+        call_id=call_id, token=token, generation=generation, call__state=S.RUNNING
+    ).update(heartbeat_at=now, expires_at=expires)
+    if not renewed:
+        raise StaleClaim("This claim no longer holds the call.")
+    return expires

@@ -1,0 +1,42 @@
+"""Creating and deleting conversations."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID, uuid4
+
+from django.db import transaction
+
+from projections.units import clean_text
+
+from ..errors import NotFound
+from ..models import Conversation, ToolCall
+from ..storage import remove_conversation_files, resolve_workspace
+
+
+def conversation_create(
+    *, owner: Any, title: str = "", workspace: str | None = None
+) -> Conversation:
+    """A new conversation; its workspace (default: its id) is created on first use and must
+    resolve inside the owner's workspace root (422 otherwise)."""
+    conversation_id = uuid4()
+    workspace = clean_text(workspace) if workspace else str(conversation_id)
+    resolve_workspace(owner.pk, workspace)
+    return Conversation.objects.create(
+        id=conversation_id, owner=owner, title=clean_text(title or ""), workspace=workspace
+    )
+
+
+def conversation_delete(*, conversation_id: UUID | str) -> None:
+    """Cancel what is open (Cancel rules), then delete the conversation, its events and files."""
+    from .cancel import call_cancel
+
+    if not Conversation.objects.filter(pk=conversation_id).exists():
+        raise NotFound("Conversation not found.")
+    for call_id in ToolCall.objects.filter(conversation_id=conversation_id).values_list(
+        "id", flat=True
+    ):
+        call_cancel(call_id=call_id)
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).delete()
+        transaction.on_commit(lambda: remove_conversation_files(conversation_id))

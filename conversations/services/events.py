@@ -1,0 +1,86 @@
+"""Appending to the event log: sequences 1, 2, 3 … per conversation, no gaps, no duplicates."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+from django.utils import timezone
+
+from ..errors import NotFound
+from ..models import Conversation, ConversationEvent
+from ..shapes import event_wire
+from .publish import Message, conversation_group
+
+_TABLE = Conversation._meta.db_table
+_PK = Conversation._meta.pk
+_UPDATED_AT = Conversation._meta.get_field("updated_at")
+
+
+def conversation_lock(conversation_id: UUID | str) -> Conversation:
+    """Lock and return the conversation row. Call inside ``transaction.atomic()``.
+
+    PostgreSQL takes a row lock (``SELECT … FOR UPDATE``); SQLite's IMMEDIATE transaction has
+    already serialised writers at ``BEGIN``.
+    """
+    try:
+        return Conversation.objects.select_for_update().get(pk=conversation_id)
+    except (Conversation.DoesNotExist, ValueError) as exc:
+        raise NotFound("Conversation not found.") from exc
+
+
+def next_sequence(conversation_id: UUID | str) -> int:
+    """Take the next sequence: one ``UPDATE … RETURNING`` that also locks the conversation row."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_TABLE} SET last_sequence = last_sequence + 1, updated_at = %s "
+            f"WHERE id = %s RETURNING last_sequence",
+            [
+                _UPDATED_AT.get_db_prep_value(timezone.now(), connection),
+                _PK.get_db_prep_value(conversation_id, connection),
+            ],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("Conversation not found.")
+    return int(row[0])
+
+
+def event_append(
+    *,
+    conversation_id: UUID | str,
+    type: str,
+    payload: dict[str, Any],
+    turn_id: UUID | str | None = None,
+    tool_call_id: UUID | str | None = None,
+    message_id: str | None = None,
+    messages: list[Message] | None = None,
+) -> ConversationEvent:
+    """Append one event with ``sequence = last_sequence + 1``. Called inside a transaction.
+
+    When ``messages`` is given, the ``conversation.event`` publication is added to it for the
+    caller to publish after commit.
+    """
+    sequence = next_sequence(conversation_id)
+    event = ConversationEvent.objects.create(
+        conversation_id=conversation_id,
+        sequence=sequence,
+        type=type,
+        turn_id=turn_id,
+        tool_call_id=tool_call_id,
+        message_id=message_id,
+        payload=payload,
+    )
+    if messages is not None:
+        messages.append(
+            (
+                conversation_group(conversation_id),
+                {
+                    "type": "conversation.event",
+                    "conversationId": str(conversation_id),
+                    "event": event_wire(event),
+                },
+            )
+        )
+    return event

@@ -1,0 +1,220 @@
+"""Posting messages and user ``!command``s: turns open, unfinished calls are created."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from projections.units import clean_json, clean_text
+
+from ..errors import CommandConflict, MessageConflict, TurnNotOpen, TurnOpen
+from ..models import ConversationEvent, ToolCall, Turn
+from ..shapes import event_wire
+from .calls import call_create, command_call_id, model_call_id
+from .events import conversation_lock, event_append
+from .publish import Message, publish_on_commit
+from .supervision import call_supervise
+
+E = ConversationEvent.Type
+
+
+@dataclass
+class Posted:
+    """The answer to a post: ``created`` is False for a repeat answered from the record."""
+
+    created: bool
+    body: dict[str, Any]
+    call_ids: list[UUID] = field(default_factory=list)
+
+
+def _open_turn(conversation_id: Any) -> Turn | None:
+    return Turn.objects.filter(conversation_id=conversation_id, status=Turn.Status.OPEN).first()
+
+
+def _turn_create(conversation_id: Any, **fields: Any) -> Turn:
+    last = Turn.objects.filter(conversation_id=conversation_id).aggregate(m=Max("ordinal"))["m"]
+    return Turn.objects.create(conversation_id=conversation_id, ordinal=(last or 0) + 1, **fields)
+
+
+def _tool_blocks(content: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    return [(i, b) for i, b in enumerate(content) if b.get("type") == "tool_call"]
+
+
+def _message_body(event: ConversationEvent) -> dict[str, Any]:
+    """The answer of a message post, recomputed from its event (call ids are derived)."""
+    calls = []
+    if event.type == E.ASSISTANT_MESSAGE:
+        for index, block in _tool_blocks(event.payload["content"]):
+            call_id = model_call_id(event.conversation_id, event.message_id or "", index)
+            calls.append(
+                {
+                    "id": str(call_id),
+                    "providerCallId": block.get("id", ""),
+                    "contentIndex": index,
+                    "toolName": block.get("name", ""),
+                    "state": "supervising",
+                }
+            )
+    return {"event": event_wire(event), "turnId": str(event.turn_id), "toolCalls": calls}
+
+
+def message_post(
+    *,
+    conversation_id: UUID | str,
+    message_id: str,
+    role: str,
+    content: list[dict[str, Any]],
+    turn_id: UUID | str | None = None,
+) -> Posted:
+    """Append a user or assistant message; idempotent by ``messageId``.
+
+    A user message opens a turn (``turn_open`` while one is open). An assistant message needs
+    the open ``turnId`` and creates one unfinished call per ``tool_call`` block, which are then
+    supervised, each in a transaction of its own.
+    """
+    content = clean_json(content)  # type: ignore[assignment]
+    message_id = clean_text(message_id)
+    event_type = E.USER_MESSAGE if role == "user" else E.ASSISTANT_MESSAGE
+    messages: list[Message] = []
+    try:
+        with transaction.atomic():
+            conversation_lock(conversation_id)
+            recorded = ConversationEvent.objects.filter(
+                conversation_id=conversation_id, message_id=message_id
+            ).first()
+            if recorded is not None:
+                if recorded.type != event_type or recorded.payload.get("content") != content:
+                    raise MessageConflict(
+                        f"Message {message_id} was recorded with other content.", field="messageId"
+                    )
+                return Posted(created=False, body=_message_body(recorded))
+            open_turn = _open_turn(conversation_id)
+            if event_type == E.USER_MESSAGE:
+                if open_turn is not None:
+                    raise TurnOpen(f"Turn {open_turn.id} is still open.", field="role")
+                turn = _turn_create(conversation_id, origin=Turn.Origin.USER)
+            else:
+                if open_turn is None or str(open_turn.id) != str(turn_id):
+                    raise TurnNotOpen("The turnId does not name the open turn.", field="turnId")
+                turn = open_turn
+            event = event_append(
+                conversation_id=conversation_id,
+                type=event_type,
+                payload={"messageId": message_id, "content": content},
+                turn_id=turn.id,
+                message_id=message_id,
+                messages=messages,
+            )
+            call_ids = (
+                _create_calls(event, content, messages) if event_type == E.ASSISTANT_MESSAGE else []
+            )
+            publish_on_commit(messages)
+    except IntegrityError as exc:
+        # Two posts of one messageId raced past the check; the loser answers from the record.
+        recorded = ConversationEvent.objects.filter(
+            conversation_id=conversation_id, message_id=message_id
+        ).first()
+        if recorded is None:
+            raise
+        if recorded.type != event_type or recorded.payload.get("content") != content:
+            raise MessageConflict(
+                f"Message {message_id} was recorded with other content.", field="messageId"
+            ) from exc
+        return Posted(created=False, body=_message_body(recorded))
+    for call_id in call_ids:
+        call_supervise(call_id=call_id)
+    return Posted(created=True, body=_message_body(event), call_ids=call_ids)
+
+
+def _create_calls(
+    event: ConversationEvent, content: list[dict[str, Any]], messages: list[Message]
+) -> list[UUID]:
+    blocks = _tool_blocks(content)
+    ids = {
+        index: model_call_id(event.conversation_id, event.message_id or "", index)
+        for index, _ in blocks
+    }
+    answered = set(
+        ConversationEvent.objects.filter(tool_call_id__in=list(ids.values())).values_list(
+            "tool_call_id", flat=True
+        )
+    )
+    created = []
+    for index, block in blocks:
+        if ids[index] in answered:
+            continue
+        call_create(
+            call_id=ids[index],
+            conversation_id=event.conversation_id,
+            turn_id=event.turn_id,
+            tool_name=block["name"],
+            arguments=block.get("arguments", {}),
+            origin=ToolCall.Origin.MODEL,
+            assistant_event_id=event.pk,
+            provider_call_id=block.get("id", ""),
+            content_index=index,
+            messages=messages,
+        )
+        created.append(ids[index])
+    return created
+
+
+def _command_body(turn: Turn) -> dict[str, Any]:
+    return {
+        "turnId": str(turn.id),
+        "toolCall": {
+            "id": str(command_call_id(turn.conversation_id, turn.input_id or "")),
+            "providerCallId": "",
+            "contentIndex": None,
+            "toolName": "bash",
+            "state": "supervising",
+        },
+    }
+
+
+def command_post(
+    *, conversation_id: UUID | str, input_id: str, command: str, include_in_context: bool = True
+) -> Posted:
+    """A user ``!command``: its own turn (``origin = command``) and one ``bash`` call.
+
+    Deduplicated by ``inputId``: the same command again answers the recorded body; another
+    command is ``command_conflict``.
+    """
+    input_id, command = clean_text(input_id), clean_text(command)
+    messages: list[Message] = []
+    with transaction.atomic():
+        conversation_lock(conversation_id)
+        recorded = Turn.objects.filter(conversation_id=conversation_id, input_id=input_id).first()
+        if recorded is not None:
+            if recorded.command != command:
+                raise CommandConflict(
+                    f"Input {input_id} was recorded with another command.", field="inputId"
+                )
+            return Posted(created=False, body=_command_body(recorded))
+        open_turn = _open_turn(conversation_id)
+        if open_turn is not None:
+            raise TurnOpen(f"Turn {open_turn.id} is still open.")
+        turn = _turn_create(
+            conversation_id,
+            origin=Turn.Origin.COMMAND,
+            input_id=input_id,
+            command=command,
+            include_in_context=include_in_context,
+        )
+        call = call_create(
+            call_id=command_call_id(conversation_id, input_id),
+            conversation_id=conversation_id,
+            turn_id=turn.id,
+            tool_name="bash",
+            arguments={"command": command},
+            origin=ToolCall.Origin.USER,
+            title=command.split("\n", 1)[0],
+            messages=messages,
+        )
+        publish_on_commit(messages)
+    call_supervise(call_id=call.id)
+    return Posted(created=True, body=_command_body(turn), call_ids=[call.id])

@@ -1,0 +1,57 @@
+"""The queue: async-run notices the client has not acknowledged (spec tools.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+
+from tools.models import AsyncRun
+
+from ..models import ConversationEvent
+from ..shapes import event_wire
+from .publish import conversation_group, publish_on_commit
+
+
+def queue_notices(conversation_id: UUID | str) -> list[dict[str, Any]]:
+    """Unacknowledged ``async_bash_event`` events, oldest first, as wire events."""
+    sequences = AsyncRun.objects.filter(
+        conversation_id=conversation_id, acknowledged=False, notice_sequence__isnull=False
+    ).values_list("notice_sequence", flat=True)
+    events = ConversationEvent.objects.filter(
+        conversation_id=conversation_id,
+        type=ConversationEvent.Type.ASYNC_BASH_EVENT,
+        sequence__in=list(sequences),
+    ).order_by("sequence")
+    return [event_wire(e) for e in events]
+
+
+def queue_ack(*, conversation_id: UUID | str, up_to: int) -> dict[str, Any]:
+    """Mark notices with ``sequence ≤ up_to`` delivered; idempotent."""
+    with transaction.atomic():
+        changed = AsyncRun.objects.filter(
+            conversation_id=conversation_id,
+            acknowledged=False,
+            notice_sequence__isnull=False,
+            notice_sequence__lte=up_to,
+        ).update(acknowledged=True)
+        queue = None
+        if changed:
+            queue = queue_notices(conversation_id)
+            publish_on_commit(
+                [
+                    (
+                        conversation_group(conversation_id),
+                        {
+                            "type": "queue.changed",
+                            "conversationId": str(conversation_id),
+                            "queue": queue,
+                        },
+                    )
+                ]
+            )
+    return {
+        "acknowledged": changed,
+        "queue": queue if queue is not None else queue_notices(conversation_id),
+    }

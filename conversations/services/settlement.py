@@ -1,0 +1,346 @@
+"""Settlement: the one function that turns an unfinished call into its response event.
+
+Whatever settles a call (handler, host, cancel, recovery, approval deny, end of turn), it goes
+through ``call_settle``: guard, prepare outside the transaction, then one transaction that
+appends ``tool_call_response``, links the asset rows, deletes the row and its claim and writes
+the final activity; publications follow the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from projections.fold import status_for_state
+from projections.model import model_content
+from projections.transcript import project_transcript
+from projections.wire import bound_tool_input, bound_tool_output
+from tools.catalog import tool_spec
+
+from ..errors import NotFound, StaleClaim
+from ..fields import dumps
+from ..models import Asset, ConversationEvent, ExecutionClaim, ToolCall, Turn
+from ..shapes import iso
+from ..storage import (
+    FileExistsDifferent,
+    attempt_dir,
+    relative_to_data,
+    sha256_file,
+    write_exclusive,
+)
+from .activity import activity_apply, status_update
+from .calls import call_removed
+from .events import event_append
+from .publish import Message, publish_on_commit
+from .transitions import check_settlement
+from .turns import turn_close
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClaimGuard:
+    """A handler or host settling: holds the claim ``token`` of ``generation`` (fencing)."""
+
+    token: UUID | str
+    generation: int
+
+
+@dataclass(frozen=True)
+class GenerationGuard:
+    """Cancel, end of turn, recovery, resolutions: compare-and-set on the generation read."""
+
+    generation: int
+
+
+Guard = ClaimGuard | GenerationGuard
+
+
+@dataclass(frozen=True)
+class AttemptFile:
+    """A file the attempt wrote (capture, report, image), registered as an asset on settling."""
+
+    path: Path
+    kind: str
+    media_type: str = "text/plain; charset=utf-8"
+    truncated: bool = False
+
+
+@dataclass
+class _Prepared:
+    assets: list[Asset] = field(default_factory=list)
+    model: list[dict[str, Any]] = field(default_factory=list)
+    transcript: dict[str, Any] = field(default_factory=dict)
+    arguments: Any = None
+
+
+def _check_guard(call: ToolCall, guard: Guard, claim_token: Any) -> None:
+    if isinstance(guard, ClaimGuard):
+        if (
+            call.state != ToolCall.State.RUNNING
+            or call.generation != guard.generation
+            or claim_token is None
+            or str(claim_token) != str(guard.token)
+        ):
+            raise StaleClaim("This claim no longer holds the call.")
+    elif call.generation != guard.generation:
+        raise StaleClaim("The call changed since it was read.")
+
+
+def _claim_token(call_id: Any) -> Any:
+    return ExecutionClaim.objects.filter(call_id=call_id).values_list("token", flat=True).first()
+
+
+def _resource(call: ToolCall) -> str | None:
+    spec = tool_spec(call.tool_name)
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    if spec.subject == "command":
+        return args.get("command") if isinstance(args.get("command"), str) else None
+    if spec.is_path_tool:
+        return args.get("path") if isinstance(args.get("path"), str) else None
+    return None
+
+
+def _asset(call: ToolCall, path: Path, kind: str, media_type: str, truncated: bool) -> Asset:
+    return Asset(
+        id=uuid.uuid4(),
+        conversation_id=call.conversation_id,
+        tool_call_id=call.id,
+        kind=kind,
+        path=relative_to_data(path),
+        size=path.stat().st_size,
+        sha256=sha256_file(path),
+        media_type=media_type,
+        truncated=truncated,
+    )
+
+
+def _prepare(
+    call: ToolCall,
+    *,
+    outcome: str,
+    result: Any,
+    text: str | None,
+    items: Sequence[str] | None,
+    process: dict[str, Any] | None,
+    reason: str | None,
+    files: Sequence[AttemptFile],
+) -> _Prepared:
+    """Write and hash the attempt's files; compute the model and transcript projections."""
+    spec = tool_spec(call.tool_name)
+    folder = attempt_dir(call.conversation_id, call.id, call.generation)
+    prepared = _Prepared()
+    prepared.arguments = bound_tool_input(call.arguments, tool_name=call.tool_name, kind=spec.kind)
+    written: list[tuple[Path, str, str]] = []
+    if prepared.arguments != call.arguments:
+        path = folder / "arguments.json"
+        write_exclusive(path, dumps(call.arguments).encode("utf-8"))
+        written.append((path, "arguments", "application/json"))
+    result_path = folder / "result.json"
+    if result is not None:
+        write_exclusive(result_path, dumps(result).encode("utf-8"))
+        written.append((result_path, "payload", "application/json"))
+    for path, kind, media_type in written:
+        prepared.assets.append(_asset(call, path, kind, media_type, False))
+    for item in files:
+        prepared.assets.append(_asset(call, item.path, item.kind, item.media_type, item.truncated))
+    output_path = folder / "output.txt"
+    artifacts = [
+        {
+            "label": Path(a.path).name,
+            "kind": a.kind,
+            "size": a.size,
+            "path": str(folder / Path(a.path).name),
+        }
+        for a in prepared.assets
+        if a.kind in {"report", "image"}
+    ]
+    prepared.model = model_content(
+        tool_name=call.tool_name,
+        profile=spec.profile,
+        outcome=outcome,
+        reason=reason,
+        resource=_resource(call),
+        text=text,
+        items=items,
+        process=process,
+        path=str(output_path if process is not None else result_path),
+        artifacts=artifacts,
+    )
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    if text is None and items is None and outcome != "completed":
+        preview_text = prepared.model[0]["text"]
+    else:
+        preview_text = text
+    prepared.transcript = project_transcript(
+        tool_name=call.tool_name, arguments=args, result_text=preview_text, result_items=items
+    )
+    return prepared
+
+
+def call_settle(
+    *,
+    call_id: UUID | str,
+    outcome: str,
+    guard: Guard,
+    result: Any = None,
+    text: str | None = None,
+    items: Sequence[str] | None = None,
+    process: dict[str, Any] | None = None,
+    reason: str | None = None,
+    files: Sequence[AttemptFile] = (),
+    supervision: dict[str, Any] | None = None,
+    resolution: dict[str, Any] | None = None,
+    resolution_request_id: str | None = None,
+    resolved_by: Any = None,
+    permission_refused: bool | None = None,
+    extra: dict[str, Any] | None = None,
+) -> ConversationEvent:
+    """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
+
+    ``result`` is the complete result, written as ``result.json`` in the attempt's folder;
+    ``text``/``items``/``process`` are what the model projection summarises; ``reason`` the
+    message of a terminal outcome.
+    """
+    call = (
+        ToolCall.objects.select_related("assistant_event", "resolved_by").filter(pk=call_id).first()
+    )
+    if call is None:
+        if ConversationEvent.objects.filter(tool_call_id=call_id).exists():
+            raise StaleClaim("The call has already settled.")
+        raise NotFound("Tool call not found.")
+    _check_guard(call, guard, _claim_token(call.id))
+    refused = call.permission_refused if permission_refused is None else permission_refused
+    check_settlement(call.state, outcome, permission_refused=refused)
+    try:
+        prepared = _prepare(
+            call,
+            outcome=outcome,
+            result=result,
+            text=text,
+            items=items,
+            process=process,
+            reason=reason,
+            files=files,
+        )
+    except FileExistsDifferent as exc:
+        raise StaleClaim("Another settlement of this attempt wrote its result first.") from exc
+    payload = _response_payload(
+        call,
+        outcome=outcome,
+        prepared=prepared,
+        supervision=supervision,
+        resolution=resolution,
+        resolution_request_id=resolution_request_id,
+        resolved_by=resolved_by,
+        extra=extra,
+    )
+    messages: list[Message] = []
+    try:
+        with transaction.atomic():
+            event = _commit(call, guard, payload, prepared, text, messages)
+            publish_on_commit(messages)
+    except IntegrityError as exc:
+        # The unique tool_call_id: another settlement won between our guard and insert.
+        raise StaleClaim("The call has already settled.") from exc
+    logger.info(
+        "call settled %s",
+        outcome,
+        extra={
+            "conversation_id": call.conversation_id,
+            "tool_call_id": call.id,
+            "sequence": event.sequence,
+        },
+    )
+    return event
+
+
+def _commit(
+    call: ToolCall,
+    guard: Guard,
+    payload: dict[str, Any],
+    prepared: _Prepared,
+    text: str | None,
+    messages: list[Message],
+) -> ConversationEvent:
+    locked = ToolCall.objects.select_for_update().filter(pk=call.pk).first()
+    if locked is None:
+        raise StaleClaim("The call has already settled.")
+    _check_guard(locked, guard, _claim_token(call.pk))
+    event = event_append(
+        conversation_id=call.conversation_id,
+        type=ConversationEvent.Type.TOOL_CALL_RESPONSE,
+        payload=payload,
+        turn_id=call.turn_id,
+        tool_call_id=call.id,
+        messages=messages,
+    )
+    for asset in prepared.assets:
+        asset.event = event
+    Asset.objects.bulk_create(prepared.assets)
+    locked.delete()
+    status = status_for_state(payload["outcome"])
+    update = status_update(call, status, finishedAt=iso(timezone.now()))
+    if text is not None:
+        update["output"] = bound_tool_output(text)
+    activity_apply(tool_call_id=call.id, update=update, messages=messages)
+    call_removed(
+        conversation_id=call.conversation_id,
+        call_id=call.id,
+        turn_id=call.turn_id,
+        messages=messages,
+    )
+    turn = Turn.objects.get(pk=call.turn_id)
+    if (
+        turn.origin == Turn.Origin.COMMAND
+        and turn.status == Turn.Status.OPEN
+        and not ToolCall.objects.filter(turn_id=turn.pk).exists()
+    ):
+        turn_close(turn=turn, reason="command", messages=messages)
+    return event
+
+
+def _response_payload(
+    call: ToolCall,
+    *,
+    outcome: str,
+    prepared: _Prepared,
+    supervision: dict[str, Any] | None,
+    resolution: dict[str, Any] | None,
+    resolution_request_id: str | None,
+    resolved_by: Any,
+    extra: dict[str, Any] | None,
+) -> dict[str, Any]:
+    by = resolved_by if resolved_by is not None else call.resolved_by
+    payload: dict[str, Any] = {
+        "toolCallId": str(call.id),
+        "providerCallId": call.provider_call_id,
+        "toolName": call.tool_name,
+        "arguments": prepared.arguments,
+        "origin": call.origin,
+        "assistantSequence": call.assistant_event.sequence if call.assistant_event else None,
+        "contentIndex": call.content_index,
+        "outcome": outcome,
+        "modelContent": prepared.model,
+        "userProjection": prepared.transcript,
+        "supervision": supervision if supervision is not None else call.supervision,
+        "interaction": call.interaction or call.resolved_interaction,
+        "resolution": resolution if resolution is not None else call.resolution,
+        "resolutionRequestId": resolution_request_id or call.resolution_request_id,
+        "resolvedBy": by.get_username() if by is not None else None,
+        "assetIds": [str(a.id) for a in prepared.assets],
+        "attempts": call.attempt,
+    }
+    if prepared.arguments is None:
+        payload["argumentsOmitted"] = True
+    if extra:
+        payload.update(extra)
+    return payload

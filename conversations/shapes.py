@@ -1,0 +1,99 @@
+"""Wire shapes of model rows: camelCase dicts, ISO times with milliseconds, string ids."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from .models import Asset, Conversation, ConversationEvent, ToolCall
+
+
+def iso(dt: datetime | None) -> str | None:
+    """``2026-11-29T18:00:00.000Z``: UTC with milliseconds (spec README)."""
+    if dt is None:
+        return None
+    dt = dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def sid(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def conversation_wire(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "id": str(conversation.id),
+        "title": conversation.title,
+        "workspace": conversation.workspace,
+        "lastSequence": conversation.last_sequence,
+        "createdAt": iso(conversation.created_at),
+    }
+
+
+def event_wire(event: ConversationEvent) -> dict[str, Any]:
+    return {
+        "sequence": event.sequence,
+        "type": event.type,
+        "turnId": sid(event.turn_id),
+        "toolCallId": sid(event.tool_call_id),
+        "payload": event.payload,
+        "createdAt": iso(event.created_at),
+    }
+
+
+def call_created_wire(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": str(call.id),
+        "providerCallId": call.provider_call_id,
+        "contentIndex": call.content_index,
+        "toolName": call.tool_name,
+        "state": "supervising",
+    }
+
+
+def claim_wire(call: ToolCall) -> dict[str, Any] | None:
+    claim = getattr(call, "claim", None) if call.state == ToolCall.State.RUNNING else None
+    if claim is None:
+        return None
+    return {
+        "worker": claim.worker,
+        "generation": claim.generation,
+        "acquiredAt": iso(claim.acquired_at),
+        "heartbeatAt": iso(claim.heartbeat_at),
+        "expiresAt": iso(claim.expires_at),
+    }
+
+
+def call_wire(call: ToolCall) -> dict[str, Any]:
+    """An unfinished call as clients see it (``tool_call.changed``, ``GET /tool-calls/{id}``)."""
+    return {
+        "id": str(call.id),
+        "conversationId": str(call.conversation_id),
+        "turnId": str(call.turn_id),
+        "state": call.state,
+        "toolName": call.tool_name,
+        "providerCallId": call.provider_call_id,
+        "contentIndex": call.content_index,
+        "origin": call.origin,
+        "arguments": call.arguments,
+        "interaction": call.interaction,
+        "supervision": call.supervision,
+        "resolution": call.resolution,
+        "claim": claim_wire(call),
+        "attempt": call.attempt,
+        "generation": call.generation,
+        "createdAt": iso(call.created_at),
+        "updatedAt": iso(call.updated_at),
+    }
+
+
+def asset_wire(asset: Asset, absolute_path: str) -> dict[str, Any]:
+    return {
+        "id": str(asset.id),
+        "kind": asset.kind,
+        "size": asset.size,
+        "sha256": asset.sha256,
+        "path": absolute_path,
+        "truncated": asset.truncated,
+        "mediaType": asset.media_type,
+    }

@@ -1,0 +1,99 @@
+"""Managed files under ``DATA_DIR`` and workspaces under ``TOOLCORE_WORKSPACE_ROOT``.
+
+Layout (spec lifecycle.md): ``conversations/<cid>/tool-calls/<call id>/g<generation>/`` holds
+one execution attempt. Files there are created exclusively: a file that exists is never
+replaced, so a late writer of a lost attempt can never overwrite what a winner hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from pathlib import Path
+from uuid import UUID
+
+from django.conf import settings
+
+from .errors import ValidationFailed
+
+
+def data_dir() -> Path:
+    return Path(settings.DATA_DIR)
+
+
+def conversation_dir(conversation_id: UUID | str) -> Path:
+    return data_dir() / "conversations" / str(conversation_id)
+
+
+def attempt_dir(conversation_id: UUID | str, call_id: UUID | str, generation: int) -> Path:
+    return conversation_dir(conversation_id) / "tool-calls" / str(call_id) / f"g{generation}"
+
+
+def relative_to_data(path: Path) -> str:
+    return str(path.relative_to(data_dir()))
+
+
+def absolute_from_data(relative: str) -> Path:
+    path = (data_dir() / relative).resolve()
+    if not path.is_relative_to(data_dir().resolve()):
+        raise ValueError("asset path outside DATA_DIR")
+    return path
+
+
+class FileExistsDifferent(Exception):
+    """An attempt file already exists with other bytes: another writer got there first."""
+
+
+def write_exclusive(path: Path, data: bytes) -> None:
+    """Create ``path`` with ``data``, atomically, never replacing an existing file.
+
+    Writes a private temporary file, fsyncs it, then hard-links it into place (``link`` fails
+    when the name exists). An existing file with the same bytes is accepted (a retried
+    settlement); other bytes raise ``FileExistsDifferent``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            if path.read_bytes() != data:
+                raise FileExistsDifferent(str(path)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def sha256_file(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def remove_conversation_files(conversation_id: UUID | str) -> None:
+    shutil.rmtree(conversation_dir(conversation_id), ignore_errors=True)
+
+
+def owner_workspace_root(owner_id: int | str) -> Path:
+    return Path(settings.TOOLCORE_WORKSPACE_ROOT) / str(owner_id)
+
+
+def resolve_workspace(owner_id: int | str, workspace: str) -> Path:
+    """The absolute workspace directory; refuses one that resolves outside the owner's root."""
+    root = owner_workspace_root(owner_id).resolve()
+    if not workspace or "\x00" in workspace or os.path.isabs(workspace):
+        raise ValidationFailed(
+            "The workspace must be a relative directory inside your workspace root.",
+            field="workspace",
+        )
+    resolved = (root / workspace).resolve()
+    if resolved == root or not resolved.is_relative_to(root):
+        raise ValidationFailed(
+            "The workspace resolves outside your workspace root.", field="workspace"
+        )
+    return resolved

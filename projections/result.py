@@ -1,0 +1,788 @@
+"""Model projection: the text the model sees of a tool result (spec projections.md).
+
+A result within its profile's inline budget is returned unchanged, without a path; otherwise the
+profile's strategy summarises it within the overflow budget and names the absolute path of the
+whole. Pure Python, no Django, no I/O except streaming the one file ``project_process`` is handed.
+
+Counting and rules resolved where the spec leaves room:
+
+* Lines follow the spec README: ``k`` newlines make ``k`` lines when the text ends with ``\\n``,
+  else ``k + 1``; the empty text has 0 lines; a lone ``\\r`` is no break. When a line-based
+  strategy shows lines it drops the ``\\r`` of a ``\\r\\n`` break (it belongs to the break, not to
+  the line) and joins the shown lines with ``\\n``.
+* Byte budgets count UTF-8 bytes of the whole returned text, footer, index and newlines included
+  (a lone surrogate counts 3). Every overflow result respects the overflow lines and bytes as a
+  whole: the footer line (and the artifact index) is reserved first, shown lines fill the rest.
+* ``project_process``: "a trailing ``\\r`` is removed" removes one ``\\r`` (``a\\r\\r\\n`` shows
+  ``a\\r``). The diagnostic regex runs on the lower-cased raw bytes of each line; with
+  ``re.ASCII`` this is the same test as the spec's ``re.IGNORECASE | re.ASCII`` search on the
+  decoded line (ASCII bytes decode to themselves, every other byte or code point is a non-word
+  character either way). ``Output: 1 lines`` keeps the spec's fixed wording. ``timeout_seconds``,
+  ``signal`` and ``exit_code`` are printed as given. If dropping every line in the spec's order
+  still does not fit (a path of ~3,800 bytes), the file's last line goes too; the path is never
+  cut, so only such a path can make the summary pass 4,000 bytes.
+* ``head`` / ``tail`` / ``continuation_aware``: when not even one whole line fits, the first
+  (``tail``: last) line is shown cut to the room, ending (``tail``: starting) with ``…``, and
+  counted as shown. ``source_text`` results whose lines are not all ``N\\ttext`` (``ask_user``)
+  use ``head``. A numbered ``read`` result ends with the Range line only, no path: the rest is
+  read from the same file by offset. ``T`` is taken from the tool's own Range line when present,
+  else from the last line number (the tool returned the file's end).
+* ``conservative_fallback``: the artifact index follows the footer; only the overflow projection
+  carries it (an inline result is unchanged). It takes at most half the budget; artifacts beyond
+  it are counted in a ``- N more artifacts not listed.`` line. ``SIZE`` is ``size_words`` of an
+  integer size, other values printed as given.
+* ``project_items``: the footer is reserved at its widest (``D`` and ``O`` written with as many
+  digits as ``N``). Each item costs its own lines (``count("\\n") + 1``) and bytes plus one
+  separator.
+* ``project_terminal``: the tool name keeps ≤ 256 bytes of its first line and the resource ≤ 8
+  lines and 1,000 bytes (head kept, ``…`` appended); the reason (trailing newlines stripped) gets
+  the rest of the 40 lines / 4,000 bytes and, being usually an error message whose end matters
+  most, keeps its last lines and bytes behind a leading ``…`` (the profile's ``tail``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from projections.units import clean_text, size_words
+
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A result policy of the spec table: inline budget, overflow budget and strategy.
+
+    ``inline_items`` / ``overflow_items`` are ``None`` where the table says "–".
+    ``artifact_index`` marks ``conservative_fallback``, whose ``head`` adds the artifact index.
+    """
+
+    name: str
+    inline_lines: int
+    inline_bytes: int
+    inline_items: int | None
+    overflow_lines: int
+    overflow_bytes: int
+    overflow_items: int | None
+    strategy: str
+    artifact_index: bool = False
+
+
+PROFILES: Mapping[str, Profile] = MappingProxyType(
+    {
+        p.name: p
+        for p in (
+            Profile("process_diagnostics", 84, 12_000, None, 16, 4_000, None, "compact_diagnostic"),
+            Profile("source_text", 202, 24_000, None, 202, 24_000, None, "continuation_aware"),
+            Profile("search_matches", 80, 16_000, None, 80, 16_000, None, "item_aware"),
+            Profile("file_listing", 120, 12_000, 120, 120, 12_000, 120, "item_aware"),
+            Profile("mutation_acknowledgement", 40, 4_000, None, 40, 4_000, None, "head"),
+            Profile("terminal_outcome", 40, 4_000, None, 40, 4_000, None, "tail"),
+            Profile("delegated_reports", 60, 6_000, None, 12, 3_000, None, "head"),
+            Profile("conservative_fallback", 200, 24_000, None, 200, 24_000, None, "head", True),
+        )
+    }
+)
+
+
+# --- text helpers -----------------------------------------------------------------------------
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _size(text: str) -> int:
+    return len(_utf8(text))
+
+
+def _line_count(text: str) -> int:
+    """Lines by the README rule."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def _lines(text: str) -> list[str]:
+    """The README lines of ``text``, each without the ``\\r`` of a ``\\r\\n`` break."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    if text.endswith("\n"):
+        parts.pop()
+    last = len(parts) - 1
+    for i, part in enumerate(parts):
+        if part.endswith("\r") and (i < last or text.endswith("\n")):
+            parts[i] = part[:-1]
+    return parts
+
+
+def _prefix(data: bytes, limit: int) -> bytes:
+    """Longest prefix of UTF-8 ``data`` of at most ``limit`` bytes that splits no code point."""
+    if len(data) <= limit:
+        return data
+    cut = max(limit, 0)
+    while cut > 0 and data[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return data[:cut]
+
+
+def _suffix(data: bytes, limit: int) -> bytes:
+    """Longest suffix of UTF-8 ``data`` of at most ``limit`` bytes that splits no code point."""
+    if len(data) <= limit:
+        return data
+    cut = len(data) - max(limit, 0)
+    while cut < len(data) and data[cut] & 0xC0 == 0x80:
+        cut += 1
+    return data[cut:]
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def _cut_head(text: str, *, max_lines: int, max_bytes: int) -> str:
+    """``text`` within ``max_lines`` / ``max_bytes``, keeping its start and ending with ``…``."""
+    if _line_count(text) <= max_lines and _size(text) <= max_bytes:
+        return text
+    kept = "\n".join(text.split("\n")[: max(max_lines, 1)])
+    return _decode(_prefix(_utf8(kept), max_bytes - 3)) + ELLIPSIS
+
+
+def _cut_tail(text: str, *, max_lines: int, max_bytes: int) -> str:
+    """``text`` within ``max_lines`` / ``max_bytes``, keeping its end behind a leading ``…``."""
+    if _line_count(text) <= max_lines and _size(text) <= max_bytes:
+        return text
+    kept = "\n".join(text.split("\n")[-max(max_lines, 1) :])
+    return ELLIPSIS + _decode(_suffix(_utf8(kept), max_bytes - 3))
+
+
+def _profile(profile: str | Profile) -> Profile:
+    if isinstance(profile, Profile):
+        return profile
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        raise ValueError(f"unknown result profile {profile!r}") from None
+
+
+def _path_text(path: str | os.PathLike[str]) -> str:
+    return clean_text(os.fspath(path))
+
+
+# --- process results: compact_diagnostic ------------------------------------------------------
+
+CHUNK_BYTES = 1024 * 1024  # read size of the streaming pass; tests monkeypatch it
+LINE_KEEP_BYTES = 4096  # raw start kept of a shown line: an entry never shows more than 1,000
+PROCESS_INLINE_LINES = 84
+PROCESS_INLINE_BYTES = 12_000
+SUMMARY_MAX_BYTES = 4_000
+ENTRY_MAX_BYTES = 1_000
+ENTRY_MIN_BYTES = 40
+HEAD_LINES = 2
+DIAGNOSTIC_LINES = 8
+TAIL_LINES = 3
+_KEPT_LINES = TAIL_LINES + DIAGNOSTIC_LINES  # last lines, and last matches, worth keeping
+_WINDOW_BYTES = 32  # > the longest keyword (18) + 1 byte of context before it
+_REJECTS_BEFORE_REGEX = 64  # keyword substrings without word boundaries, per chunk
+
+# The spec's regex, run on lower-cased bytes (see the module docstring).
+_DIAGNOSTIC = re.compile(
+    rb"\b(?:error|errors|warn|warning|fatal|fail|failed|failure|exception|traceback|panic"
+    rb"|denied|timeout|timed out|segmentation fault)\b"
+)
+# Every keyword starts with one of these: cheap candidates, confirmed by the regex.
+_NEEDLES = (
+    b"error",
+    b"warn",
+    b"fail",
+    b"fatal",
+    b"exception",
+    b"traceback",
+    b"panic",
+    b"denied",
+    b"timeout",
+    b"timed out",
+    b"segmentation fault",
+)
+
+
+class _Line(NamedTuple):
+    number: int
+    raw: bytes  # the line's first LINE_KEEP_BYTES bytes, trailing "\r" removed
+    truncated: bool  # the line is longer than ``raw``
+
+
+class _Scan:
+    """One streaming pass: line count, size, first lines, last lines, last diagnostic lines.
+
+    Memory is bounded: a chunk, its lower-cased copy, and a few KiB per kept line. A line that
+    spans chunks (or is 64 MiB long) is held as its first ``LINE_KEEP_BYTES`` bytes plus a
+    window of its last bytes, so a keyword cut by a chunk boundary is still seen whole.
+    """
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.lines = 0  # lines ended by a newline so far
+        self.small: list[bytes] | None = []  # every byte, while the file is inline-sized
+        self.head: list[_Line] = []
+        self.tail: deque[_Line] = deque(maxlen=_KEPT_LINES)
+        self.diagnostics: deque[_Line] = deque(maxlen=_KEPT_LINES)
+        self._reset_current()
+
+    def _reset_current(self) -> None:
+        self.cur_len = 0
+        self.cur_start = b""
+        self.cur_window = b""  # last _WINDOW_BYTES bytes, lower-cased
+        self.cur_hit = False
+
+    def feed(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.small is not None:
+            self.small = self.small + [data] if self.size <= PROCESS_INLINE_BYTES else None
+        low = data.lower()
+        first = data.find(b"\n")
+        if first < 0:
+            self._extend(data, low, 0, len(data), final=False)
+            return
+        self._extend(data, low, 0, first, final=True)
+        self._finish_current()
+        last = data.rfind(b"\n")
+        if last > first:
+            self._block(data, low, first + 1, last + 1)
+        self._extend(data, low, last + 1, len(data), final=False)
+
+    def close(self) -> None:
+        if self.cur_len:
+            self._finish_current()
+
+    # The current line: the one the last chunk left open.
+    def _extend(self, data: bytes, low: bytes, start: int, end: int, *, final: bool) -> None:
+        room = LINE_KEEP_BYTES - len(self.cur_start)
+        if room > 0:
+            self.cur_start += data[start : min(end, start + room)]
+        if not self.cur_hit and self.lines + 1 > HEAD_LINES:
+            self.cur_hit = self._current_matches(low, start, end, final)
+        if end - start >= _WINDOW_BYTES:
+            self.cur_window = low[end - _WINDOW_BYTES : end]
+        else:
+            self.cur_window = (self.cur_window + low[start:end])[-_WINDOW_BYTES:]
+        self.cur_len += end - start
+
+    def _current_matches(self, low: bytes, start: int, end: int, final: bool) -> bool:
+        # Matches across the boundary: the window gives the context the chunk lacks. A match
+        # that ends where the known bytes end is decided later, when its next byte is known.
+        edge = self.cur_window + low[start : min(end, start + _WINDOW_BYTES)]
+        m = _DIAGNOSTIC.search(edge, 1 if self.cur_len > len(self.cur_window) else 0)
+        if m and (m.end() < len(edge) or (final and end - start <= _WINDOW_BYTES)):
+            return True
+        if end - start < 2 or not any(low.find(n, start + 1, end) >= 0 for n in _NEEDLES):
+            return False
+        m = _DIAGNOSTIC.search(low, start + 1, end)
+        return m is not None and (final or m.end() < end)
+
+    def _finish_current(self) -> None:
+        length = self.cur_len - (1 if self.cur_window.endswith(b"\r") else 0)
+        line = _Line(self.lines + 1, self.cur_start[:length], length > LINE_KEEP_BYTES)
+        if line.number <= HEAD_LINES:
+            self.head.append(line)
+        elif self.cur_hit:
+            self.diagnostics.append(line)
+        self.tail.append(line)
+        self.lines += 1
+        self._reset_current()
+
+    # Whole lines inside one chunk: data[start:end] ends with a newline.
+    def _block(self, data: bytes, low: bytes, start: int, end: int) -> None:
+        first_number = self.lines + 1
+        count = data.count(b"\n", start, end)
+        pos = start
+        while len(self.head) < HEAD_LINES and pos < end:
+            stop = data.find(b"\n", pos, end)
+            self.head.append(_line_at(data, pos, stop, len(self.head) + 1))
+            pos = stop + 1
+        self.diagnostics.extend(_block_diagnostics(data, low, start, end, first_number, count))
+        kept: list[_Line] = []
+        stop = end - 1
+        for k in range(min(_KEPT_LINES, count)):
+            begin = data.rfind(b"\n", start, stop) + 1 or start
+            kept.append(_line_at(data, begin, stop, first_number + count - 1 - k))
+            stop = begin - 1
+        self.tail.extend(reversed(kept))
+        self.lines += count
+
+
+def _line_at(data: bytes, start: int, stop: int, number: int) -> _Line:
+    """The line ``data[start:stop]`` (``stop`` is its newline or the end of the data)."""
+    if stop > start and data[stop - 1] == 13:  # "\r"
+        stop -= 1
+    return _Line(
+        number, data[start : min(stop, start + LINE_KEEP_BYTES)], stop - start > LINE_KEEP_BYTES
+    )
+
+
+def _block_diagnostics(
+    data: bytes, low: bytes, start: int, end: int, first_number: int, count: int
+) -> list[_Line]:
+    """The last ``_KEPT_LINES`` matching lines numbered past the head, in file order.
+
+    Searches backwards from the end of the block: the nearest keyword candidate (a cached
+    ``rfind`` per needle, so each needle scans the block once) is confirmed on its line by the
+    regex. Only the last few matches of a chunk can matter, so dense logs stop early.
+    """
+    found: list[_Line] = []
+    positions = [low.rfind(n, start, end) for n in _NEEDLES]
+    counted_to, newlines_after = end, 0
+    rejects = 0
+    while len(found) < _KEPT_LINES:
+        pos = max(positions)
+        if pos < 0:
+            break
+        begin = low.rfind(b"\n", start, pos) + 1 or start
+        stop = low.find(b"\n", pos, end)
+        newlines_after += low.count(b"\n", stop, counted_to)
+        counted_to = stop
+        number = first_number + count - newlines_after
+        if number <= HEAD_LINES:
+            break
+        if _DIAGNOSTIC.search(low, begin, stop):
+            found.append(_line_at(data, begin, stop, number))
+        else:
+            rejects += 1
+            if rejects > _REJECTS_BEFORE_REGEX:  # many near misses: one regex pass is cheaper
+                earlier = _forward_diagnostics(data, low, start, begin, first_number)
+                found.extend(reversed(earlier[-(_KEPT_LINES - len(found)) :]))
+                break
+        end = begin
+        for i, p in enumerate(positions):
+            if p >= end:
+                positions[i] = low.rfind(_NEEDLES[i], start, end)
+    found.reverse()
+    return found
+
+
+def _forward_diagnostics(
+    data: bytes, low: bytes, start: int, end: int, first_number: int
+) -> list[_Line]:
+    """The last ``_KEPT_LINES`` matching lines of ``data[start:end]`` by one regex pass."""
+    spans: deque[tuple[int, int]] = deque(maxlen=_KEPT_LINES)
+    line_end = start
+    for m in _DIAGNOSTIC.finditer(low, start, end):
+        if m.start() < line_end:
+            continue  # another match on a line already taken
+        begin = low.rfind(b"\n", start, m.start()) + 1 or start
+        line_end = low.find(b"\n", m.end(), end)
+        spans.append((begin, line_end))
+    lines = []
+    for begin, stop in spans:
+        number = first_number + low.count(b"\n", start, begin)
+        if number > HEAD_LINES:
+            lines.append(_line_at(data, begin, stop, number))
+    return lines
+
+
+def _scan_file(path: str | os.PathLike[str]) -> _Scan:
+    scan = _Scan()
+    with open(path, "rb", buffering=0) as f:
+        while data := f.read(CHUNK_BYTES):
+            scan.feed(data)
+            del data
+    scan.close()
+    return scan
+
+
+def _status(
+    exit_code: Any, signal: str | None, timed_out: bool, timeout_seconds: Any
+) -> tuple[str, bool]:
+    """The status sentence and whether it is needed, by precedence timeout > signal > code."""
+    if timed_out:
+        return f"Process timed out after {timeout_seconds} s and was killed.", True
+    if signal:
+        return f"Process killed by signal {signal}.", True
+    if exit_code != 0:
+        return f"Process exit code {exit_code}.", True
+    return "Process exit code 0.", False
+
+
+def project_process(
+    path: str | os.PathLike[str],
+    *,
+    exit_code: int | None,
+    signal: str | None = None,
+    timed_out: bool = False,
+    timeout_seconds: float | int | None = None,
+    not_stored_bytes: int = 0,
+) -> str:
+    """The model text of a process result whose interleaved output is the file at ``path``.
+
+    Exactly the spec's process contract: the output itself (plus the status sentence when one
+    is needed) when it has ≤ 84 lines and ≤ 12,000 bytes and capture did not stop; otherwise a
+    summary of ≤ 16 lines and ≤ 4,000 UTF-8 bytes naming ``path`` as given. One streaming pass,
+    memory bounded whatever the file's size.
+    """
+    scan = _scan_file(path)
+    status, needed = _status(exit_code, signal, timed_out, timeout_seconds)
+    if scan.small is not None and not_stored_bytes <= 0:
+        text = clean_text(b"".join(scan.small).decode("utf-8", "replace")) or "(no output)"
+        if needed:
+            text += ("" if text.endswith("\n") else "\n") + status
+        if _line_count(text) <= PROCESS_INLINE_LINES and _size(text) <= PROCESS_INLINE_BYTES:
+            return text
+    total = scan.lines
+    head = scan.head[: min(HEAD_LINES, total)]
+    diagnostics = [d for d in scan.diagnostics if d.number <= total - TAIL_LINES]
+    diagnostics = diagnostics[-DIAGNOSTIC_LINES:]
+    shown = {line.number for line in head} | {line.number for line in diagnostics}
+    rest = [line for line in scan.tail if line.number not in shown]
+    tail = rest[len(rest) - min(len(rest), TAIL_LINES + DIAGNOSTIC_LINES - len(diagnostics)) :]
+    first = f"{status} Output: {total} lines, {size_words(scan.size)}."
+    if not_stored_bytes > 0:
+        first += f" Capture stopped at 16 MiB; {size_words(not_stored_bytes)} not stored."
+    last = (
+        f"Full output: {_path_text(path)} "
+        "(read it with offset/limit or grep it; do not rerun the command)."
+    )
+    return _summary(first, last, total, head, diagnostics, tail)
+
+
+def _entry(line: _Line) -> bytes:
+    text = clean_text(line.raw.decode("utf-8", "replace"))
+    return f"{line.number}: {text}".encode()
+
+
+def _summary(
+    first: str, last: str, total: int, head: list[_Line], diags: list[_Line], tail: list[_Line]
+) -> str:
+    """Lines 1-4 of the summary, with the entry cap ``C`` and the drop order of the contract."""
+    kinds = {
+        line.number: kind
+        for kind, group in (("h", head), ("d", diags), ("t", tail))
+        for line in group
+    }
+    drops = [line.number for line in reversed(head)]
+    drops += [line.number for line in tail if line.number != total]
+    drops += [line.number for line in diags]
+    drops.append(total)  # the file's last line goes only as a last resort (module docstring)
+    entries = {line.number: _entry(line) for line in (*head, *diags, *tail)}
+
+    def fixed() -> tuple[bytes, int]:
+        counts = [sum(1 for k in kinds.values() if k == c) for c in "hdt"]
+        second = (
+            f"Showing {sum(counts)} of {total} lines: "
+            f"first {counts[0]}, {counts[1]} diagnostic, last {counts[2]}."
+        )
+        head_text = f"{first}\n{second}\n".encode()
+        return head_text, len(head_text) + len(entries) + len(last.encode())
+
+    cap = _entry_cap(list(entries.values()), fixed()[1])
+    while cap is None and drops:
+        number = drops.pop(0)
+        if number in entries:
+            del entries[number], kinds[number]
+            cap = _entry_cap(list(entries.values()), fixed()[1])
+    cap = cap or ENTRY_MIN_BYTES
+    body = b"".join(
+        (e if len(e) <= cap else _prefix(e, cap - 3) + ELLIPSIS.encode()) + b"\n"
+        for _, e in sorted(entries.items())
+    )
+    return (fixed()[0] + body).decode() + last
+
+
+def _entry_cap(entries: list[bytes], fixed: int) -> int | None:
+    """The largest cap ``C`` ≤ 1,000 (and ≥ 40) keeping the summary ≤ 4,000 bytes, else None."""
+
+    def size(cap: int) -> int:
+        return fixed + sum(
+            len(e) if len(e) <= cap else len(_prefix(e, cap - 3)) + 3 for e in entries
+        )
+
+    if size(ENTRY_MAX_BYTES) <= SUMMARY_MAX_BYTES:
+        return ENTRY_MAX_BYTES
+    if size(ENTRY_MIN_BYTES) > SUMMARY_MAX_BYTES:
+        return None
+    fits, fails = ENTRY_MIN_BYTES, ENTRY_MAX_BYTES
+    while fails - fits > 1:
+        mid = (fits + fails) // 2
+        if size(mid) <= SUMMARY_MAX_BYTES:
+            fits = mid
+        else:
+            fails = mid
+    return fits
+
+
+# --- terminal outcomes ------------------------------------------------------------------------
+
+_TERMINAL = {
+    # outcome: (headline, default reason, next action)
+    "denied": (
+        "Tool call denied.",
+        "Denied by permission policy.",
+        "Do not retry this call as is; ask the user or take another approach.",
+    ),
+    "cancelled": ("Tool call cancelled.", "Cancelled.", "Continue only if the user asks for it."),
+    "indeterminate": (
+        "Tool call outcome unknown: it was stopped while running and its effect could not be "
+        "confirmed.",
+        "Stopped; the external effect could not be confirmed.",
+        "Check the current state before retrying.",
+    ),
+    "failed": (
+        "Tool call failed.",
+        None,
+        "Fix the cause, then retry if it still makes sense.",
+    ),
+}
+TOOL_NAME_MAX_BYTES = 256
+RESOURCE_MAX_LINES = 8
+RESOURCE_MAX_BYTES = 1_000
+
+
+def project_terminal(
+    *, outcome: str, tool_name: str, reason: str | None = None, resource: str | None = None
+) -> str:
+    """The ``terminal_outcome`` text of a settled outcome, within 40 lines and 4,000 bytes.
+
+    ``outcome`` is ``denied``, ``cancelled``, ``indeterminate`` or ``failed``; ``reason``
+    defaults per the spec table (``failed`` requires the error message; a user denial passes
+    ``"Approval denied."``); ``resource`` (the command, or the path) is left out when ``None``.
+    """
+    if outcome not in _TERMINAL:
+        raise ValueError(f"not a terminal outcome: {outcome!r}")
+    headline, default_reason, next_action = _TERMINAL[outcome]
+    reason = (reason or "").rstrip("\r\n") or default_reason
+    if not reason:
+        raise ValueError(f"a {outcome} outcome needs a reason (the error message)")
+    profile = PROFILES["terminal_outcome"]
+    name = _cut_head(clean_text(tool_name), max_lines=1, max_bytes=TOOL_NAME_MAX_BYTES)
+    lines = [headline, f"Tool: {name}"]
+    if resource:
+        cut = _cut_head(
+            clean_text(resource), max_lines=RESOURCE_MAX_LINES, max_bytes=RESOURCE_MAX_BYTES
+        )
+        lines.append(f"Resource: {cut}")
+    lines.append(f"Next action: {next_action}")
+    others = "\n".join(lines)
+    reason = _cut_tail(
+        clean_text(reason),
+        max_lines=profile.overflow_lines - _line_count(others),
+        max_bytes=profile.overflow_bytes - _size(others) - len("\nReason: "),
+    )
+    lines.insert(2, f"Reason: {reason}")
+    return "\n".join(lines)
+
+
+# --- plain text: head, tail, continuation_aware -----------------------------------------------
+
+_NUMBERED = re.compile(r"(\d+)\t")
+_RANGE = re.compile(r"Range: lines (\d+)-(\d+) of (\d+)\. Continue with offset=(\d+)\.")
+ARTIFACT_INDEX_SHARE = 2  # the index takes at most 1/2 of the overflow budget
+
+
+def project_text(
+    text: str,
+    *,
+    profile: str | Profile,
+    path: str | os.PathLike[str],
+    artifacts: Iterable[Mapping[str, Any]] = (),
+) -> str:
+    """The model text of a plain-text result under a line-based profile.
+
+    Unchanged when within the inline lines and bytes; otherwise ``head`` / ``tail`` (with
+    ``Showing lines S-E of T. Full result: PATH.``), ``continuation_aware`` (``source_text``) or
+    ``head`` plus the artifact index (``conservative_fallback`` with ``artifacts``: dicts of
+    ``label``, ``kind``, ``size``, ``path``), the whole within the overflow lines and bytes.
+    Item and process profiles raise ``ValueError``: use ``project_items`` / ``project_process``.
+    """
+    p = _profile(profile)
+    if p.strategy not in ("head", "tail", "continuation_aware"):
+        raise ValueError(f"profile {p.name!r} is not line-based ({p.strategy})")
+    if _line_count(text) <= p.inline_lines and _size(text) <= p.inline_bytes:
+        return text
+    if p.strategy == "continuation_aware":
+        numbered = _numbered_lines(text)
+        if numbered is not None:
+            return _continuation(*numbered, p)
+    index = _artifact_index(list(artifacts), p) if p.artifact_index else []
+    return _lines_window(
+        _lines(text), p, _path_text(path), from_end=p.strategy == "tail", trailer=index
+    )
+
+
+def _lines_window(
+    lines: list[str], p: Profile, path: str, *, from_end: bool, trailer: list[str]
+) -> str:
+    total = len(lines)
+
+    def footer(shown: int) -> str:
+        first, last = (total - shown + 1, total) if from_end else (1, shown)
+        return f"Showing lines {first}-{last} of {total}. Full result: {path}."
+
+    room_lines = p.overflow_lines - 1 - len(trailer)
+    room_bytes = p.overflow_bytes - sum(_size(t) + 1 for t in trailer)
+    shown: list[str] = []
+    used = 0
+    for line in reversed(lines) if from_end else lines:
+        cost = used + _size(line) + 1
+        if len(shown) + 1 > room_lines or cost + _size(footer(len(shown) + 1)) > room_bytes:
+            break
+        shown.append(line)
+        used = cost
+    if not shown and lines and room_lines >= 1:
+        room = room_bytes - _size(footer(1)) - 1
+        if room >= 4:  # room for at least one byte and "…"
+            line = lines[-1] if from_end else lines[0]
+            data = _utf8(line)
+            cut = (
+                ELLIPSIS + _decode(_suffix(data, room - 3))
+                if from_end
+                else _decode(_prefix(data, room - 3)) + ELLIPSIS
+            )
+            shown.append(cut)
+    if from_end:
+        shown.reverse()
+    return "\n".join([*shown, footer(len(shown)), *trailer])
+
+
+def _numbered_lines(text: str) -> tuple[list[tuple[int, str]], int] | None:
+    """The ``N\\ttext`` lines of a ``read`` result and the file's line count, or None."""
+    lines = _lines(text)
+    total = None
+    if lines and (m := _RANGE.fullmatch(lines[-1])):
+        total = int(m.group(3))
+        lines.pop()
+    numbered = []
+    for line in lines:
+        m = _NUMBERED.match(line)
+        if m is None:
+            return None
+        numbered.append((int(m.group(1)), line))
+    if not numbered:
+        return None
+    return numbered, max(total or 0, numbered[-1][0])
+
+
+def _continuation(numbered: list[tuple[int, str]], total: int, p: Profile) -> str:
+    start = numbered[0][0]
+
+    def range_line(last: int) -> str:
+        if last >= total:
+            return ""
+        return f"Range: lines {start}-{last} of {total}. Continue with offset={last + 1}."
+
+    def cost(text: str) -> int:
+        return _size(text) + 1 if text else 0
+
+    shown: list[str] = []
+    used = 0
+    for number, line in numbered:
+        more = used + _size(line) + 1
+        closing = range_line(number)
+        if len(shown) + 1 + (1 if closing else 0) > p.overflow_lines:
+            break
+        if more + cost(closing) - 1 > p.overflow_bytes:
+            break
+        shown.append(line)
+        used = more
+    last = numbered[len(shown) - 1][0] if shown else start
+    if not shown:
+        room = p.overflow_bytes - cost(range_line(start))
+        shown.append(_decode(_prefix(_utf8(numbered[0][1]), max(room - 3, 0))) + ELLIPSIS)
+    closing = range_line(last)
+    return "\n".join([*shown, closing] if closing else shown)
+
+
+def _artifact_index(artifacts: list[Mapping[str, Any]], p: Profile) -> list[str]:
+    """``Artifacts:``, one line per file, the advice line; ≤ half the overflow budget."""
+    if not artifacts:
+        return []
+    opening, closing = "Artifacts:", "Inspect them with read or grep; do not rerun the tool."
+    room_lines = p.overflow_lines // ARTIFACT_INDEX_SHARE - 2
+    room_bytes = p.overflow_bytes // ARTIFACT_INDEX_SHARE - _size(opening) - _size(closing) - 2
+    listed: list[str] = []
+    for i, a in enumerate(artifacts):
+        size = a.get("size")
+        words = size_words(size) if isinstance(size, int) else str(size)
+        line = clean_text(f"- {a.get('label')} ({a.get('kind')}, {words}): {a.get('path')}")
+        left = len(artifacts) - i - 1
+        more = f"- {left} more artifact{'s' if left != 1 else ''} not listed." if left else ""
+        need = _size(line) + 1 + (_size(more) + 1 if more else 0)
+        if len(listed) + 1 + (1 if more else 0) > room_lines or need > room_bytes:
+            unlisted = len(artifacts) - i
+            listed.append(f"- {unlisted} more artifact{'s' if unlisted != 1 else ''} not listed.")
+            break
+        listed.append(line)
+        room_bytes -= _size(line) + 1
+    return [opening, *listed, closing]
+
+
+# --- items: item_aware ------------------------------------------------------------------------
+
+_NOUNS = {
+    "match": ("match", "matches"),
+    "matches": ("match", "matches"),
+    "entry": ("entry", "entries"),
+    "entries": ("entry", "entries"),
+}
+
+
+def _noun_forms(noun: str) -> tuple[str, str]:
+    if noun in _NOUNS:
+        return _NOUNS[noun]
+    if noun.endswith("ies"):
+        return noun[:-3] + "y", noun
+    if noun.endswith(("ches", "shes", "sses", "xes")):
+        return noun[:-2], noun
+    if noun.endswith("s"):
+        return noun[:-1], noun
+    return noun, noun + "s"
+
+
+def project_items(
+    items: Sequence[str], *, profile: str | Profile, path: str | os.PathLike[str], noun: str
+) -> str:
+    """The model text of an item result (``grep`` matches, ``find`` / ``ls`` entries).
+
+    Unchanged (items joined by ``\\n``) within the inline lines, bytes and items; otherwise the
+    whole items that fit in order, skipping one that does not so a later smaller one can, then
+    ``Showing D of N NOUN; O omitted. Full result: PATH.`` (``noun`` singular or plural; the
+    singular is used when N is 1), the whole within the overflow budget.
+    """
+    p = _profile(profile)
+    if p.strategy != "item_aware":
+        raise ValueError(f"profile {p.name!r} is not item-based ({p.strategy})")
+    items = list(items)
+    joined = "\n".join(items)
+    if (
+        (p.inline_items is None or len(items) <= p.inline_items)
+        and _line_count(joined) <= p.inline_lines
+        and _size(joined) <= p.inline_bytes
+    ):
+        return joined
+    singular, plural = _noun_forms(noun)
+    count = len(items)
+    word = singular if count == 1 else plural
+    path_text = _path_text(path)
+
+    def footer(shown: int) -> str:
+        return (
+            f"Showing {shown} of {count} {word}; {count - shown} omitted. Full result: {path_text}."
+        )
+
+    widest = _size(footer(count)) + len(str(count)) - 1  # "O" with as many digits as N
+    room_bytes = p.overflow_bytes - widest
+    room_lines = p.overflow_lines - 1
+    room_items = count if p.overflow_items is None else p.overflow_items
+    shown: list[str] = []
+    for item in items:
+        if len(shown) == room_items:
+            break
+        size, lines = _size(item) + 1, item.count("\n") + 1
+        if size <= room_bytes and lines <= room_lines:
+            shown.append(item)
+            room_bytes -= size
+            room_lines -= lines
+    return "\n".join([*shown, footer(len(shown))])

@@ -1,0 +1,51 @@
+"""Shared units of the projections: size words and text entering the server.
+
+Pure Python, no Django: see docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_HALF_UP, Decimal
+
+KIB = 1024
+MIB = 1024 * 1024
+
+_TENTH = Decimal("0.1")
+# A lone surrogate (U+D800..U+DFFF) or U+0000: neither may be stored or sent.
+_UNSAFE = re.compile("[\ud800-\udfff\x00]")
+
+
+def size_words(n: int) -> str:
+    """Human size of ``n`` bytes: ``1 byte``, ``N bytes``, ``X.Y KiB`` or ``X.Y MiB``.
+
+    One decimal, rounded half up; the unit is chosen before rounding, so 1,048,575 bytes
+    reads ``1024.0 KiB``.
+    """
+    if n == 1:
+        return "1 byte"
+    if n < KIB:
+        return f"{n} bytes"
+    if n < MIB:
+        value, unit = Decimal(n) / KIB, "KiB"
+    else:
+        value, unit = Decimal(n) / MIB, "MiB"
+    return f"{value.quantize(_TENTH, rounding=ROUND_HALF_UP)} {unit}"
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates and U+0000 replaced by U+FFFD (spec README, "Text")."""
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub("\ufffd", text)
+
+
+def clean_json(value: object) -> object:
+    """A copy of a decoded JSON value whose strings (keys included) pass ``clean_text``."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value

@@ -1,0 +1,70 @@
+"""Shared fixtures: isolated DATA_DIR and workspaces, users, API clients, a clean channel layer."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import channel_layers, get_channel_layer
+from django.test import Client
+
+from conversations.auth import token_create
+
+from .factories import UserFactory
+
+
+@pytest.fixture(autouse=True)
+def _isolated_files(settings, tmp_path):
+    # PBKDF2 would spend most of the suite hashing test passwords.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.DATA_DIR = tmp_path / "data"
+    settings.TOOLCORE_WORKSPACE_ROOT = tmp_path / "workspaces"
+    settings.DATA_DIR.mkdir()
+    settings.TOOLCORE_WORKSPACE_ROOT.mkdir()
+
+
+@pytest.fixture(autouse=True)
+def _clean_channel_layer():
+    """Each test ends with an empty layer (in-memory, or Redis when REDIS_URL is set)."""
+    yield
+    layer = get_channel_layer()
+    if layer is not None and hasattr(layer, "flush"):
+        async_to_sync(layer.flush)()
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def user(db):
+    return UserFactory()
+
+
+@pytest.fixture
+def other_user(db):
+    return UserFactory()
+
+
+class ApiClient(Client):
+    """A test client that sends a bearer token and JSON bodies."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    def post_json(self, path: str, body=None, **extra):
+        import json
+
+        data = "" if body is None else json.dumps(body)
+        return self.post(path, data=data, content_type="application/json", **extra)
+
+
+def client_for(user) -> ApiClient:
+    _, secret = token_create(user=user, name="tests")
+    return ApiClient(secret)
+
+
+@pytest.fixture
+def api(user) -> ApiClient:
+    return client_for(user)
+
+
+@pytest.fixture
+def other_api(other_user) -> ApiClient:
+    return client_for(other_user)

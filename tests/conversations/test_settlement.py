@@ -1,0 +1,193 @@
+"""Settlement: exactly one response per call, fencing, atomicity, assets and their digests."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from unittest import mock
+
+import pytest
+from django.db import connections
+
+from conversations.errors import InvalidTransition, StaleClaim
+from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from conversations.services.claims import claim_acquire
+from conversations.services.settlement import ClaimGuard, GenerationGuard, call_settle
+from conversations.storage import absolute_from_data, attempt_dir
+from tools.recovery import recover_call
+
+from .helpers import assistant_calls, new_conversation, open_turn
+
+
+def _ready_host_call(user):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    posted = assistant_calls(conversation, turn_id, ("notes", {"q": "x"}))
+    return conversation, posted.call_ids[0]
+
+
+def _result(text: str) -> dict:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+@pytest.mark.django_db
+def test_settle_appends_one_response_deletes_row_and_links_assets(user):
+    conversation, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    event = call_settle(
+        call_id=call_id,
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        result=_result("the answer"),
+        text="the answer",
+    )
+    assert event.type == "tool_call_response" and event.tool_call_id == call_id
+    assert not ToolCall.objects.filter(pk=call_id).exists()
+    assert not ExecutionClaim.objects.filter(call_id=call_id).exists()
+    (asset,) = Asset.objects.filter(tool_call_id=call_id)
+    assert asset.event_id == event.pk and asset.kind == "payload"
+    path = absolute_from_data(asset.path)
+    assert path == attempt_dir(conversation.pk, call_id, claim.generation) / "result.json"
+    assert asset.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert asset.size == path.stat().st_size
+    assert event.payload["assetIds"] == [str(asset.pk)]
+    assert event.payload["outcome"] == "completed"
+    assert event.payload["attempts"] == 1
+    activity = ToolActivity.objects.get(tool_call_id=call_id)
+    assert activity.state_json["status"] == "completed" and "finishedAt" in activity.state_json
+    assert activity.payload_json["output"] == {"text": "the answer"}
+
+
+@pytest.mark.django_db
+def test_stale_generation_is_refused_and_leaves_nothing(user):
+    conversation, call_id = _ready_host_call(user)
+    first = claim_acquire(call_id=call_id, worker="w1")
+    assert recover_call(call_id=call_id, force=True) is not None  # host tool: settles indeterminate
+    assert ConversationEvent.objects.filter(tool_call_id=call_id).count() == 1
+    with pytest.raises(StaleClaim):
+        call_settle(
+            call_id=call_id,
+            outcome="completed",
+            guard=ClaimGuard(first.token, first.generation),
+            result=_result("late"),
+            text="late",
+        )
+    assert ConversationEvent.objects.filter(tool_call_id=call_id).count() == 1
+    assert not Asset.objects.filter(tool_call_id=call_id).exists()
+    assert not (attempt_dir(conversation.pk, call_id, first.generation) / "result.json").exists()
+
+
+@pytest.mark.django_db
+def test_wrong_token_or_generation_is_stale(user):
+    _, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    for guard in (
+        ClaimGuard("00000000-0000-0000-0000-000000000000", claim.generation),
+        ClaimGuard(claim.token, claim.generation + 1),
+        GenerationGuard(claim.generation - 1),
+    ):
+        with pytest.raises(StaleClaim):
+            call_settle(call_id=call_id, outcome="cancelled", guard=guard)
+    assert ToolCall.objects.get(pk=call_id).state == "running"
+    assert not ConversationEvent.objects.filter(tool_call_id=call_id).exists()
+
+
+@pytest.mark.django_db
+def test_exception_inside_the_transaction_leaves_the_row_unfinished(user):
+    _, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    guard = ClaimGuard(claim.token, claim.generation)
+    with (
+        mock.patch(
+            "conversations.services.settlement.call_removed", side_effect=RuntimeError("crash")
+        ),
+        pytest.raises(RuntimeError),
+    ):
+        call_settle(
+            call_id=call_id, outcome="completed", guard=guard, result=_result("x"), text="x"
+        )
+    assert ToolCall.objects.get(pk=call_id).state == "running"
+    assert not ConversationEvent.objects.filter(tool_call_id=call_id).exists()
+    assert not Asset.objects.filter(tool_call_id=call_id).exists()
+    # The same holder can settle afterwards (its result.json is accepted as identical bytes).
+    event = call_settle(
+        call_id=call_id, outcome="completed", guard=guard, result=_result("x"), text="x"
+    )
+    assert event.payload["outcome"] == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_racing_settlers_produce_exactly_one_response(user):
+    _, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    guard = ClaimGuard(claim.token, claim.generation)
+    start = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def settle(outcome_guard):
+        try:
+            start.wait()
+            call_settle(call_id=call_id, outcome=outcome_guard[0], guard=outcome_guard[1])
+            outcomes.append("won")
+        except StaleClaim:
+            outcomes.append("stale")
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(
+            target=settle, args=(("indeterminate", GenerationGuard(claim.generation)),)
+        ),
+        threading.Thread(target=settle, args=(("cancelled", guard),)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["stale", "won"]
+    assert ConversationEvent.objects.filter(tool_call_id=call_id).count() == 1
+    assert not ToolCall.objects.filter(pk=call_id).exists()
+
+
+@pytest.mark.django_db
+def test_late_writer_of_an_old_generation_cannot_touch_the_winners_files(user, settings):
+    settings.TOOLCORE_MAX_ATTEMPTS = 5
+    conversation, call_id = _ready_host_call(user)
+    # A replay-safe tool so recovery re-queues instead of settling: use the core `ls`.
+    ToolCall.objects.filter(pk=call_id).update(tool_name="ls", arguments={})
+    old = claim_acquire(call_id=call_id, worker="w-old")
+    recover_call(call_id=call_id, force=True)
+    assert ToolCall.objects.get(pk=call_id).state == "ready"
+    new = claim_acquire(call_id=call_id, worker="w-new")
+    assert new.generation == old.generation + 1
+    winner = call_settle(
+        call_id=call_id,
+        outcome="completed",
+        guard=ClaimGuard(new.token, new.generation),
+        result={"entries": ["a"]},
+        text="a",
+    )
+    winner_file = attempt_dir(conversation.pk, call_id, new.generation) / "result.json"
+    before = winner_file.read_bytes()
+    with pytest.raises(StaleClaim):
+        call_settle(
+            call_id=call_id,
+            outcome="completed",
+            guard=ClaimGuard(old.token, old.generation),
+            result={"entries": ["evil"]},
+            text="evil",
+        )
+    assert winner_file.read_bytes() == before
+    assert not (attempt_dir(conversation.pk, call_id, old.generation) / "result.json").exists()
+    (asset,) = Asset.objects.filter(tool_call_id=call_id)
+    assert asset.event_id == winner.pk
+    assert asset.sha256 == hashlib.sha256(before).hexdigest()
+
+
+@pytest.mark.django_db
+def test_settling_with_an_outcome_the_state_does_not_allow_is_refused(user):
+    _, call_id = _ready_host_call(user)  # ready
+    for outcome in ("completed", "indeterminate", "denied"):
+        with pytest.raises(InvalidTransition):
+            call_settle(call_id=call_id, outcome=outcome, guard=GenerationGuard(0))
+    assert ToolCall.objects.get(pk=call_id).state == "ready"

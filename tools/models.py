@@ -1,0 +1,125 @@
+"""Permission rules, background shell commands and workbench launches."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class PermissionRule(models.Model):
+    class Decision(models.TextChoices):
+        ALLOW = "allow"
+        ASK = "ask"
+        DENY = "deny"
+
+    class Source(models.TextChoices):
+        ADMIN = "admin"
+        APPROVAL = "approval"
+
+    # Null: a global rule (only the admin makes those).
+    conversation = models.ForeignKey(
+        "conversations.Conversation",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="permission_rules",
+    )
+    tool_name = models.CharField(max_length=256)
+    pattern = models.CharField(
+        max_length=1024,
+        blank=True,
+        default="",
+        help_text="Glob on the command or path; empty matches all.",
+    )
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.CharField(max_length=500, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.ADMIN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tool_name", "pattern"]
+        indexes = [models.Index(fields=["tool_name", "conversation"], name="rule_tool_conv")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(decision__in=["allow", "ask", "deny"]), name="rule_decision_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        scope = "global" if self.conversation_id is None else f"conversation {self.conversation_id}"
+        return f"{self.decision} {self.tool_name} {self.pattern or '*'} ({scope})"
+
+
+class ProcessStatus(models.TextChoices):
+    RUNNING = "running"
+    EXITED = "exited"
+    KILLED = "killed"
+    LOST = "lost"
+
+
+class AsyncRun(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        "conversations.Conversation", on_delete=models.CASCADE, related_name="async_runs"
+    )
+    tool_call_id = models.UUIDField(db_index=True)
+    command = models.TextField()
+    cwd = models.CharField(max_length=1024)
+    status = models.CharField(
+        max_length=8, choices=ProcessStatus.choices, default=ProcessStatus.RUNNING
+    )
+    exit_code = models.IntegerField(null=True, blank=True)
+    signal = models.CharField(max_length=16, blank=True, default="")
+    pid = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Sequence of its async_bash_event; null while running.
+    notice_sequence = models.PositiveBigIntegerField(null=True, blank=True)
+    acknowledged = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [
+            models.Index(
+                fields=["conversation", "acknowledged", "notice_sequence"], name="run_queue"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"async run {self.id} ({self.status})"
+
+
+class Launch(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="launches"
+    )
+    name = models.CharField(max_length=200)
+    command = models.TextField()
+    cwd = models.CharField(max_length=1024, blank=True, default="")
+    status = models.CharField(
+        max_length=8, choices=ProcessStatus.choices, default=ProcessStatus.RUNNING
+    )
+    exit_code = models.IntegerField(null=True, blank=True)
+    signal = models.CharField(max_length=16, blank=True, default="")
+    pid = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        permissions = [("run_commands", "Can approve execute tools and start launches")]
+
+    def __str__(self) -> str:
+        return f"launch {self.name} ({self.status})"
