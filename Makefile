@@ -38,4 +38,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/projections.py
 
 clean:
-	rm -rf $(VENV) data/test-toolcore.sqlite3*
+	rm -rf $(VENV) data/test-toolcore-*.sqlite3*

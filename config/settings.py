@@ -114,6 +114,8 @@ if DATABASE_URL:
             "max_size": _env_int("TOOLCORE_DB_POOL_MAX", 20),
             "timeout": 20,
         }
+        # Per process, so concurrent test runs against one server do not collide.
+        _db["TEST"] = {"NAME": f"test_{_db['NAME']}_{os.getpid()}"}
     DATABASES = {"default": _db}
 else:
     # SQLite cannot create the folder of its file; the default lives in DATA_DIR.
@@ -131,7 +133,8 @@ else:
             "NAME": DATA_DIR / "toolcore.sqlite3",
             "OPTIONS": _sqlite_options,
             # The test database is a file too, so tests exercise WAL and IMMEDIATE.
-            "TEST": {"NAME": str(DATA_DIR / "test-toolcore.sqlite3")},
+            # Per process, so concurrent test runs on one machine do not share a database.
+            "TEST": {"NAME": str(DATA_DIR / f"test-toolcore-{os.getpid()}.sqlite3")},
         }
     }
 

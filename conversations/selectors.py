@@ -76,13 +76,7 @@ def events_page_json(conversation: Conversation, *, after: int, limit: int) -> s
     The stored payload text is passed through without decoding; the first event always goes
     in. ``nextAfter`` is null only when the page reaches ``lastSequence``.
     """
-    last = (
-        Conversation.objects.filter(pk=conversation.pk)
-        .values_list("last_sequence", flat=True)
-        .first()
-    )
-    if last is None:
-        raise NotFound("Conversation not found.")
+    last = conversation.last_sequence  # read with the owner check, just before
     if after > last:
         raise CursorAhead(f"after={after} is beyond the last sequence {last}.", field="after")
     rows = (

@@ -60,7 +60,7 @@ def write_exclusive(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            os.fdatasync(handle.fileno())
         try:
             os.link(tmp, path)
         except FileExistsError:

@@ -20,7 +20,18 @@ from projections.wire import (
 )
 
 KINDS = frozenset(
-    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"}
+    {
+        "read",
+        "edit",
+        "delete",
+        "move",
+        "search",
+        "execute",
+        "think",
+        "fetch",
+        "switch_mode",
+        "other",
+    }
 )
 STATUSES = frozenset(
     {
@@ -100,6 +111,10 @@ def status_for_state(state: str) -> str:
 def _is_final(state: Mapping[str, Any]) -> bool:
     status = state.get("status")
     return isinstance(status, str) and status in FINAL_STATUSES
+
+
+def _is_one_of(value: object, names: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in names
 
 
 def _is_int(value: object) -> bool:
@@ -225,11 +240,11 @@ def validate_tool_update(update: object, *, from_host: bool = False) -> None:
     for field in ("startedAt", "finishedAt"):
         if field in update:
             _check_text(update, field, max_code_points=None)
-    if "kind" in update and update["kind"] not in KINDS:
+    if "kind" in update and not _is_one_of(update["kind"], KINDS):
         raise ToolUpdateError("kind", f"must be one of {', '.join(sorted(KINDS))}")
     if "status" in update:
         allowed = HOST_STATUSES if from_host else STATUSES
-        if update["status"] not in allowed:
+        if not _is_one_of(update["status"], allowed):
             raise ToolUpdateError("status", f"must be one of {', '.join(sorted(allowed))}")
     if "input" in update and not _is_json(update["input"]):
         raise ToolUpdateError("input", "must be JSON (finite numbers, string keys)")
@@ -255,9 +270,7 @@ def validate_tool_update(update: object, *, from_host: bool = False) -> None:
             raise ToolUpdateError("interaction", "must be a JSON object or null")
 
 
-def apply_tool_update(
-    prev: Mapping[str, Any] | None, update: Mapping[str, Any]
-) -> dict[str, Any]:
+def apply_tool_update(prev: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[str, Any]:
     """The state after ``update``: a new dict of exactly the fields received so far.
 
     ``prev`` (``None`` for an unseen call) is never modified. ``output`` together with

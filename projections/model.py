@@ -48,5 +48,9 @@ def model_content(
         noun = _ITEM_NOUNS.get(tool_name, "entries")
         body = project_items(list(items), profile=profile, path=path or "", noun=noun)
     else:
+        if PROFILES[profile].strategy == "compact_diagnostic":
+            # A process profile without its capture file (e.g. a host reporting a shell
+            # result as text): the generic text profile still bounds it and names the path.
+            profile = "conservative_fallback"
         body = project_text(text or "", profile=profile, path=path or "", artifacts=artifacts)
     return [{"type": "text", "text": body}]

@@ -4,8 +4,10 @@ Pure Python, no Django (spec projections.md, "JSON cost" to "Bounded input"). Bu
 **JSON bytes**: the UTF-8 size of a string's body written as JSON with non-ASCII kept.
 
 Costs are computed in C-speed passes (``str.encode`` and ``bytes.translate``), never a Python
-loop per code point, and cuts are found by bisecting on cost over slices that halve each step,
-so bounding a text and streaming deltas into a bounded output are linear in the text's length.
+loop per code point over a whole text. A cut is found from a guess, then by halving, costing only
+the stretch still undecided (costs add up per code point), and the cost of the tail a stream
+passes back is remembered, so bounding a text and streaming deltas into a bounded output are
+linear in the text's length.
 """
 
 from __future__ import annotations
@@ -122,9 +124,7 @@ def _utf8_between(s: str, start: int, stop: int) -> int:
         return 0
     if s.isascii():
         return stop - start
-    return sum(
-        len(_encode(s[i : min(i + _CHUNK, stop)])) for i in range(start, stop, _CHUNK)
-    )
+    return sum(len(_encode(s[i : min(i + _CHUNK, stop)])) for i in range(start, stop, _CHUNK))
 
 
 def _int_size(value: int) -> int:
@@ -202,9 +202,7 @@ def json_size(value: Any) -> int:
 
 
 # JSON cost of each ASCII code point.
-_ASCII_COSTS = bytes(
-    (2 if c in _SHORT_ESCAPED else 6) if c in _ESCAPED else 1 for c in range(0x80)
-)
+_ASCII_COSTS = bytes((2 if c in _SHORT_ESCAPED else 6) if c in _ESCAPED else 1 for c in range(0x80))
 # Below this many code points left to decide, a search steps one code point at a time.
 _STEP_SPAN = 8
 
@@ -480,9 +478,7 @@ def _cut_strings(value: Any, limit: int) -> Any:
     return value
 
 
-def bound_tool_input(
-    value: Any, *, tool_name: str | None, kind: str | None = None
-) -> Any | None:
+def bound_tool_input(value: Any, *, tool_name: str | None, kind: str | None = None) -> Any | None:
     """A copy of ``value`` whose ``json_size`` is at most ``INPUT_MAX_BYTES``, or ``None``.
 
     Edit bodies and string patches are dropped at any depth, only JSON is kept (64 entries per

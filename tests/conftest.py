@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import redis
 from asgiref.sync import async_to_sync
-from channels.layers import channel_layers, get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.test import Client
 
 from conversations.auth import token_create
+from conversations.services.publish import publisher
 
 from .factories import UserFactory
 
@@ -23,13 +25,20 @@ def _isolated_files(settings, tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def _clean_channel_layer():
+def _clean_channel_layer(settings):
     """Each test ends with an empty layer (in-memory, or Redis when REDIS_URL is set)."""
     yield
+    publisher.drain()
     layer = get_channel_layer()
-    if layer is not None and hasattr(layer, "flush"):
+    if isinstance(layer, InMemoryChannelLayer):
         async_to_sync(layer.flush)()
-    channel_layers.backends.clear()
+    elif settings.REDIS_URL:
+        # Not layer.flush(): it closes the pools of every event loop, the publisher's too.
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        keys = client.keys(f"{layer.prefix}*")
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 @pytest.fixture

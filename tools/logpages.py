@@ -348,7 +348,10 @@ def _sidecar_extend(
     for found in _scan_newlines(log, stored.covered if stored else 0, st.st_size):
         if _SWAP:
             found.byteswap()
-        pos += os.pwrite(fd, found.tobytes(), pos)
+        data = memoryview(found.tobytes())
+        while data:  # a regular file rarely writes short, but it may
+            written = os.pwrite(fd, data, pos)
+            data, pos = data[written:], pos + written
         count += len(found)
     return count
 

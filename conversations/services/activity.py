@@ -21,6 +21,7 @@ from ..shapes import iso
 from .publish import Message, conversation_group
 
 PAYLOAD_KEYS = ("input", "inputOmitted", "output")
+_MUTABLE = ["rev", "state_json", "payload_json", "payload_bytes", "is_final", "updated_at"]
 
 
 def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -97,7 +98,12 @@ def activity_apply(
 
     An update that changes nothing (e.g. to a call already final) is not published.
     """
-    activity = ToolActivity.objects.select_for_update().filter(tool_call_id=tool_call_id).first()
+    activity = (
+        ToolActivity.objects.select_for_update()
+        .filter(tool_call_id=tool_call_id)
+        .order_by()
+        .first()
+    )
     if activity is None:
         return None
     before = activity_state(activity)
@@ -107,7 +113,7 @@ def activity_apply(
         return activity
     activity.rev += 1
     _store(activity, after)
-    activity.save()
+    activity.save(update_fields=_MUTABLE)
     _publish(activity, update, messages)
     return activity
 

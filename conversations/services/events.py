@@ -9,6 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from ..errors import NotFound
+from ..fields import dumps
 from ..models import Conversation, ConversationEvent
 from ..shapes import event_wire
 from .publish import Message, conversation_group
@@ -47,6 +48,74 @@ def next_sequence(conversation_id: UUID | str) -> int:
     return int(row[0])
 
 
+_EVENTS = ConversationEvent._meta.db_table
+_EVENT_FIELD = ConversationEvent._meta.get_field
+
+
+def _insert_event(
+    conversation_id: Any,
+    type: str,
+    payload: dict[str, Any],
+    turn_id: Any,
+    tool_call_id: Any,
+    message_id: str | None,
+) -> ConversationEvent:
+    """Take the next sequence and insert the event: one statement on PostgreSQL (a CTE whose
+    UPDATE locks the conversation row), two on SQLite (whose writers are already serialised)."""
+    now = timezone.now()
+
+    def prep(name: str, value: Any) -> Any:
+        return _EVENT_FIELD(name).get_db_prep_value(value, connection)
+
+    values = [
+        prep("conversation", conversation_id),
+        type,
+        prep("turn", turn_id),
+        prep("tool_call_id", tool_call_id),
+        message_id,
+        dumps(payload),
+        prep("created_at", now),
+    ]
+    columns = (
+        "conversation_id, type, turn_id, tool_call_id, message_id, payload, created_at, sequence"
+    )
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"WITH s AS (UPDATE {_TABLE} SET last_sequence = last_sequence + 1, updated_at = %s "
+                f"WHERE id = %s RETURNING last_sequence) "
+                f"INSERT INTO {_EVENTS} ({columns}) "
+                f"SELECT %s::uuid, %s, %s::uuid, %s::uuid, %s, %s::json, %s::timestamptz, s.last_sequence "
+                f"FROM s RETURNING id, sequence",
+                [prep("created_at", now), prep("conversation", conversation_id), *values],
+            )
+            row = cursor.fetchone()
+            if row is None:
+                raise NotFound("Conversation not found.")
+            pk, sequence = row
+        else:
+            sequence = next_sequence(conversation_id)
+            cursor.execute(
+                f"INSERT INTO {_EVENTS} ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [*values, sequence],
+            )
+            pk = cursor.lastrowid
+    event = ConversationEvent(
+        id=pk,
+        conversation_id=conversation_id,
+        sequence=sequence,
+        type=type,
+        turn_id=turn_id,
+        tool_call_id=tool_call_id,
+        message_id=message_id,
+        payload=payload,
+        created_at=now,
+    )
+    event._state.adding = False
+    event._state.db = "default"
+    return event
+
+
 def event_append(
     *,
     conversation_id: UUID | str,
@@ -62,16 +131,7 @@ def event_append(
     When ``messages`` is given, the ``conversation.event`` publication is added to it for the
     caller to publish after commit.
     """
-    sequence = next_sequence(conversation_id)
-    event = ConversationEvent.objects.create(
-        conversation_id=conversation_id,
-        sequence=sequence,
-        type=type,
-        turn_id=turn_id,
-        tool_call_id=tool_call_id,
-        message_id=message_id,
-        payload=payload,
-    )
+    event = _insert_event(conversation_id, type, payload, turn_id, tool_call_id, message_id)
     if messages is not None:
         messages.append(
             (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from projections.fold import status_for_state
@@ -82,21 +82,50 @@ class _Prepared:
     arguments: Any = None
 
 
-def _check_guard(call: ToolCall, guard: Guard, claim_token: Any) -> None:
+def _check_guard(call: ToolCall, guard: Guard) -> None:
+    """The guard on a row read without a lock (before preparing): fail early, write nothing."""
+    claim = getattr(call, "claim", None) if call.state == ToolCall.State.RUNNING else None
     if isinstance(guard, ClaimGuard):
         if (
-            call.state != ToolCall.State.RUNNING
+            claim is None
             or call.generation != guard.generation
-            or claim_token is None
-            or str(claim_token) != str(guard.token)
+            or str(claim.token) != str(guard.token)
         ):
             raise StaleClaim("This claim no longer holds the call.")
     elif call.generation != guard.generation:
         raise StaleClaim("The call changed since it was read.")
 
 
-def _claim_token(call_id: Any) -> Any:
-    return ExecutionClaim.objects.filter(call_id=call_id).values_list("token", flat=True).first()
+_CALLS = ToolCall._meta.db_table
+_CLAIMS = ExecutionClaim._meta.db_table
+
+
+def _delete_guarded(call: ToolCall, guard: Guard) -> None:
+    """Delete the row (and its claim) only if the guard still holds: the compare-and-set of
+    settlement. On PostgreSQL the DELETE takes the row lock; a loser finds no row."""
+    pk = ToolCall._meta.pk.get_db_prep_value(call.pk, connection)
+    with connection.cursor() as cursor:
+        if isinstance(guard, ClaimGuard):
+            token = ExecutionClaim._meta.get_field("token").get_db_prep_value(
+                guard.token, connection
+            )
+            cursor.execute(
+                f"DELETE FROM {_CLAIMS} WHERE call_id = %s AND token = %s AND generation = %s",
+                [pk, token, guard.generation],
+            )
+            if cursor.rowcount != 1:
+                raise StaleClaim("This claim no longer holds the call.")
+            cursor.execute(
+                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s AND state = %s",
+                [pk, guard.generation, ToolCall.State.RUNNING],
+            )
+        else:
+            cursor.execute(f"DELETE FROM {_CLAIMS} WHERE call_id = %s", [pk])
+            cursor.execute(
+                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s", [pk, guard.generation]
+            )
+        if cursor.rowcount != 1:
+            raise StaleClaim("The call changed or settled meanwhile.")
 
 
 def _resource(call: ToolCall) -> str | None:
@@ -211,13 +240,16 @@ def call_settle(
     message of a terminal outcome.
     """
     call = (
-        ToolCall.objects.select_related("assistant_event", "resolved_by").filter(pk=call_id).first()
+        ToolCall.objects.select_related("assistant_event", "resolved_by", "claim", "turn")
+        .filter(pk=call_id)
+        .order_by()
+        .first()
     )
     if call is None:
         if ConversationEvent.objects.filter(tool_call_id=call_id).exists():
             raise StaleClaim("The call has already settled.")
         raise NotFound("Tool call not found.")
-    _check_guard(call, guard, _claim_token(call.id))
+    _check_guard(call, guard)
     refused = call.permission_refused if permission_refused is None else permission_refused
     check_settlement(call.state, outcome, permission_refused=refused)
     try:
@@ -271,10 +303,7 @@ def _commit(
     text: str | None,
     messages: list[Message],
 ) -> ConversationEvent:
-    locked = ToolCall.objects.select_for_update().filter(pk=call.pk).first()
-    if locked is None:
-        raise StaleClaim("The call has already settled.")
-    _check_guard(locked, guard, _claim_token(call.pk))
+    """The settlement transaction. Lock order: conversation row (sequence), then call row."""
     event = event_append(
         conversation_id=call.conversation_id,
         type=ConversationEvent.Type.TOOL_CALL_RESPONSE,
@@ -283,10 +312,11 @@ def _commit(
         tool_call_id=call.id,
         messages=messages,
     )
-    for asset in prepared.assets:
-        asset.event = event
-    Asset.objects.bulk_create(prepared.assets)
-    locked.delete()
+    _delete_guarded(call, guard)
+    if prepared.assets:
+        for asset in prepared.assets:
+            asset.event = event
+        Asset.objects.bulk_create(prepared.assets)
     status = status_for_state(payload["outcome"])
     update = status_update(call, status, finishedAt=iso(timezone.now()))
     if text is not None:
@@ -298,11 +328,11 @@ def _commit(
         turn_id=call.turn_id,
         messages=messages,
     )
-    turn = Turn.objects.get(pk=call.turn_id)
+    turn = call.turn
     if (
         turn.origin == Turn.Origin.COMMAND
-        and turn.status == Turn.Status.OPEN
         and not ToolCall.objects.filter(turn_id=turn.pk).exists()
+        and Turn.objects.filter(pk=turn.pk, status=Turn.Status.OPEN).exists()
     ):
         turn_close(turn=turn, reason="command", messages=messages)
     return event

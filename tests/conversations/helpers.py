@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from conversations.models import Turn
 from conversations.services.conversations import conversation_create
 from conversations.services.messages import message_post
 
@@ -16,6 +17,10 @@ def new_conversation(owner, **kwargs):
 
 
 def open_turn(conversation) -> str:
+    """The open turn of the conversation, opened with a user message when there is none."""
+    existing = Turn.objects.filter(conversation_id=conversation.pk, status="open").first()
+    if existing is not None:
+        return str(existing.pk)
     posted = message_post(
         conversation_id=conversation.pk,
         message_id=f"u-{next(_ids)}",

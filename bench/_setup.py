@@ -1,0 +1,54 @@
+"""Shared set-up of the benches: Django on a throw-away database (created and destroyed here)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DATA_DIR", tempfile.mkdtemp(prefix="toolcore-bench-"))
+# Measure what production runs: DEBUG off (no query log), warnings only on the console.
+os.environ.setdefault("DEBUG", "0")
+os.environ.setdefault("SECRET_KEY", "bench-" + "x" * 40)
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
+
+
+def django_on_bench_database():
+    """Set Django up and create a fresh database (the test database of the settings)."""
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    return connection
+
+
+def drop_bench_database(connection) -> None:
+    name = connection.settings_dict["NAME"]
+    connection.creation.destroy_test_db(name, verbosity=0)
+
+
+def median_of(runs: int, measure: Callable[[], float]) -> float:
+    return statistics.median(measure() for _ in range(runs))
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def row(name: str, service: float, baseline: float, goal: float | None, unit: str = "s") -> str:
+    ratio = baseline / service if service else float("inf")
+    verdict = "" if goal is None else ("PASS" if ratio >= goal else "FAIL")
+    goal_text = "" if goal is None else f">= {goal}"
+    return f"| {name} | {service:.3f} {unit} | {baseline:.3f} {unit} | {ratio:.2f} | {goal_text} {verdict} |"

@@ -1,0 +1,251 @@
+"""Core benches: ratios of the service paths to raw baselines measured in the same run.
+
+    python bench/core.py [--runs N] [--quick]
+
+Uses the database of the current settings (SQLite by default; set DATABASE_URL for
+PostgreSQL) through a throw-away test database, and prints medians of several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+
+from _setup import django_on_bench_database, drop_bench_database, median_of, row, timed
+
+
+def _raw_connection(connection):
+    """A raw driver connection to the same database, outside Django."""
+    settings = connection.settings_dict
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        params = connection.get_connection_params()
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        params.pop("prepare_threshold", None)
+        conn = psycopg.connect(**{k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}})
+        return conn, "%s"
+    conn = sqlite3.connect(settings["NAME"], isolation_level=None, timeout=20)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn, "?"
+
+
+def _begin(conn, vendor: str) -> None:
+    if vendor == "sqlite":
+        conn.execute("BEGIN IMMEDIATE")
+
+
+def _commit(conn, vendor: str) -> None:
+    if vendor == "sqlite":
+        conn.execute("COMMIT")
+    else:
+        conn.commit()
+
+
+def _payload(i: int) -> dict:
+    return {"messageId": f"m{i}", "content": [{"type": "text", "text": "x" * 220}]}
+
+
+def bench_append(connection, user, n: int) -> tuple[float, float]:
+    from django.db import transaction
+
+    from conversations.models import ConversationEvent
+    from conversations.services.conversations import conversation_create
+    from conversations.services.events import event_append
+
+    conversation = conversation_create(owner=user, title="append")
+    raw_conversation = conversation_create(owner=user, title="append-raw")
+
+    def service() -> float:
+        def run():
+            for i in range(n):
+                with transaction.atomic():
+                    event_append(conversation_id=conversation.pk, type="user_message", payload=_payload(i))
+
+        return timed(run)
+
+    conn, mark = _raw_connection(connection)
+    vendor = connection.vendor
+    table = ConversationEvent._meta.db_table
+    conv_id = raw_conversation.pk.hex if vendor == "sqlite" else raw_conversation.pk
+    state = {"seq": 0}
+
+    def raw() -> float:
+        def run():
+            cur = conn.cursor()
+            for i in range(n):
+                state["seq"] += 1
+                _begin(conn, vendor)
+                cur.execute(
+                    f"INSERT INTO {table} (conversation_id, sequence, type, payload, created_at) "
+                    f"VALUES ({mark}, {mark}, {mark}, {mark}, CURRENT_TIMESTAMP)",
+                    (conv_id, state["seq"], "user_message", json.dumps(_payload(i), separators=(",", ":"))),
+                )
+                _commit(conn, vendor)
+
+        return timed(run)
+
+    return service, raw, conn
+
+
+def bench_settle(connection, user, n: int):
+    from conversations.models import ToolCall
+    from conversations.services.claims import claim_acquire
+    from conversations.services.conversations import conversation_create
+    from conversations.services.messages import message_post
+    from conversations.services.settlement import ClaimGuard, call_settle
+
+    def prepare():
+        conversation = conversation_create(owner=user, title="settle")
+        turn = message_post(conversation_id=conversation.pk, message_id="u", role="user", content=[])
+        claims = []
+        for batch in range(n // 50):
+            content = [
+                {"type": "tool_call", "id": f"p{batch}-{i}", "name": "notes", "arguments": {"q": i}} for i in range(50)
+            ]
+            posted = message_post(
+                conversation_id=conversation.pk, message_id=f"a{batch}", role="assistant",
+                turn_id=turn.body["turnId"], content=content,
+            )
+            for call_id in posted.call_ids:
+                claims.append(claim_acquire(call_id=call_id, worker="bench"))
+        return claims
+
+    def service() -> float:
+        claims = prepare()
+
+        def run():
+            for claim in claims:
+                call_settle(
+                    call_id=claim.call_id, outcome="completed", guard=ClaimGuard(claim.token, claim.generation),
+                    result={"content": [{"type": "text", "text": "ok"}]}, text="ok",
+                )
+
+        elapsed = timed(run)
+        assert not ToolCall.objects.filter(state="running").exists()
+        return elapsed
+
+    from conversations.models import ConversationEvent
+
+    conn, mark = _raw_connection(connection)
+    vendor = connection.vendor
+    conversation = conversation_create(owner=user, title="settle-raw")
+    conv_id = conversation.pk.hex if vendor == "sqlite" else conversation.pk
+    table = ConversationEvent._meta.db_table
+    state = {"seq": 0}
+
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE IF NOT EXISTS bench_scratch (id integer PRIMARY KEY)")
+    if vendor != "sqlite":
+        conn.commit()
+
+    def raw() -> float:
+        cur.execute("DELETE FROM bench_scratch")
+        cur.executemany(f"INSERT INTO bench_scratch (id) VALUES ({mark})", [(i,) for i in range(n)])
+        if vendor != "sqlite":
+            conn.commit()
+
+        def run():
+            for i in range(n):
+                state["seq"] += 1
+                _begin(conn, vendor)
+                cur.execute(
+                    f"INSERT INTO {table} (conversation_id, sequence, type, payload, created_at) "
+                    f"VALUES ({mark}, {mark}, {mark}, {mark}, CURRENT_TIMESTAMP)",
+                    (conv_id, state["seq"], "tool_call_response", json.dumps(_payload(i), separators=(",", ":"))),
+                )
+                cur.execute(f"DELETE FROM bench_scratch WHERE id = {mark}", (i,))
+                _commit(conn, vendor)
+
+        return timed(run)
+
+    return service, raw, conn
+
+
+def bench_events(connection, user, n: int):
+    from django.db import transaction
+    from django.test import Client
+
+    from conversations.auth import token_create
+    from conversations.models import Conversation, ConversationEvent
+    from conversations.services.conversations import conversation_create
+
+    conversation = conversation_create(owner=user, title="replay")
+    with transaction.atomic():
+        ConversationEvent.objects.bulk_create(
+            [
+                ConversationEvent(conversation=conversation, sequence=i + 1, type="user_message", payload=_payload(i))
+                for i in range(n)
+            ],
+            batch_size=2000,
+        )
+        Conversation.objects.filter(pk=conversation.pk).update(last_sequence=n)
+    _, secret = token_create(user=user, name="bench")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    url = f"/api/v1/conversations/{conversation.pk}/events"
+
+    def service() -> float:
+        def run():
+            after, seen = 0, 0
+            while True:
+                body = json.loads(client.get(url, {"after": after, "limit": 100}).content)
+                seen += len(body["events"])
+                if body["nextAfter"] is None:
+                    break
+                after = body["nextAfter"]
+            assert seen == n, seen
+
+        return timed(run)
+
+    def raw() -> float:
+        def run():
+            rows = ConversationEvent.objects.filter(conversation=conversation).order_by("sequence").values_list(
+                "sequence", "type", "turn_id", "tool_call_id", "payload", "created_at"
+            )
+            count = sum(1 for _ in rows.iterator(chunk_size=2000))
+            assert count == n
+
+        return timed(run)
+
+    return service, raw, None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, 3 runs")
+    args = parser.parse_args()
+    runs = 3 if args.quick else args.runs
+    connection = django_on_bench_database()
+    try:
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.create(username="bench")
+        sizes = {"append": 500 if args.quick else 2000, "settle": 200 if args.quick else 1000,
+                 "events": 20_000 if args.quick else 100_000}
+        print(f"database: {connection.vendor}; medians of {runs} runs; ratio = baseline time / service time\n")
+        print("| path | service | raw baseline | ratio | goal |")
+        print("|---|---|---|---|---|")
+        for name, bench, size, goal in (
+            (f"event append x{sizes['append']}", bench_append, sizes["append"], 0.4),
+            (f"settle x{sizes['settle']} calls", bench_settle, sizes["settle"], 0.25),
+            (f"GET events pages over {sizes['events']:,}", bench_events, sizes["events"], 0.5),
+        ):
+            service, raw, conn = bench(connection, user, size)
+            service_time = median_of(runs, service)
+            raw_time = median_of(runs, raw)
+            if conn is not None:
+                conn.close()
+            print(row(name, service_time, raw_time, goal), flush=True)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_bench_database(connection)
+
+
+if __name__ == "__main__":
+    main()

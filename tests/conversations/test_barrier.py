@@ -1,0 +1,121 @@
+"""The turn barrier: an async view that waits on a notification, holding no thread or connection."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
+from django.test import AsyncClient
+
+from conversations.auth import token_create
+from conversations.services.claims import claim_acquire
+from conversations.services.settlement import ClaimGuard, call_settle
+
+from .helpers import assistant_calls, new_conversation, open_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _setup(user, calls: int = 2):
+    try:
+        return _build(user, calls)
+    finally:
+        connections.close_all()  # this pool thread must not keep a connection checked out
+
+
+def _build(user, calls: int):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    posted = assistant_calls(conversation, turn_id, *[("notes", {"n": i}) for i in range(calls)])
+    _, secret = token_create(user=user, name="barrier")
+    url = f"/api/v1/conversations/{conversation.pk}/turns/{turn_id}/results"
+    return posted.call_ids, url, BearerAsyncClient(secret)
+
+
+class BearerAsyncClient(AsyncClient):
+    """Sends the token on every request (AsyncClient's constructor ``headers`` are mangled)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    async def get(self, path, data=None, **extra):
+        return await super().get(path, data, headers={"Authorization": f"Bearer {self.token}"}, **extra)
+
+
+def _settle(call_id, text: str) -> None:
+    try:
+        claim = claim_acquire(call_id=call_id, worker="w")
+        call_settle(
+            call_id=call_id, outcome="completed", guard=ClaimGuard(claim.token, claim.generation),
+            result={"content": [{"type": "text", "text": text}]}, text=text,
+        )
+    finally:
+        connections.close_all()
+
+
+async def test_wait_zero_answers_at_once_with_the_pending_calls(user):
+    call_ids, url, client = await sync_to_async(_setup)(user)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    response = await client.get(url, {"wait": 0})
+    assert loop.time() - started < 1.5
+    assert response.status_code == 200
+    body = response.json()
+    assert body["settled"] is False
+    assert [p["toolCallId"] for p in body["pending"]] == [str(i) for i in call_ids]
+    assert {p["state"] for p in body["pending"]} == {"ready"}
+
+
+async def test_returns_when_the_last_call_settles_not_before(user):
+    call_ids, url, client = await sync_to_async(_setup)(user)
+    waiter = asyncio.create_task(client.get(url, {"wait": 30}))
+    await asyncio.sleep(0.3)
+    await sync_to_async(_settle, thread_sensitive=False)(call_ids[1], "second")
+    await asyncio.sleep(0.5)
+    assert not waiter.done(), "answered while a call was still unfinished"
+    await sync_to_async(_settle, thread_sensitive=False)(call_ids[0], "first")
+    response = await asyncio.wait_for(waiter, timeout=10)
+    body = response.json()
+    assert body["settled"] is True
+    assert [r["contentIndex"] for r in body["results"]] == [0, 1]
+    assert [r["modelContent"][0]["text"] for r in body["results"]] == ["first", "second"]
+    assert body["queue"] == []
+
+
+async def test_times_out_with_pending_calls(user):
+    call_ids, url, client = await sync_to_async(_setup)(user, calls=1)
+    response = await client.get(url, {"wait": 0.5})
+    assert response.json() == {"settled": False, "pending": [{"toolCallId": str(call_ids[0]), "state": "ready"}]}
+
+
+def _open_connections() -> int:
+    if connection.vendor != "postgresql":
+        return -1
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return cursor.fetchone()[0]
+    finally:
+        connections.close_all()
+
+
+async def test_fifty_waiters_hold_no_threads_or_connections(user):
+    call_ids, url, client = await sync_to_async(_setup)(user, calls=1)
+    threads_before = threading.active_count()
+    waiters = [asyncio.create_task(client.get(url, {"wait": 20})) for _ in range(50)]
+    await asyncio.sleep(1.5)
+    assert not any(w.done() for w in waiters)
+    # Each waiter borrowed a pool thread for a moment; none keeps one while it waits.
+    assert threading.active_count() - threads_before < 20
+    busy = await sync_to_async(_open_connections, thread_sensitive=False)()
+    if busy >= 0:  # PostgreSQL: count the other sessions on the test database
+        assert busy < 20
+    await sync_to_async(_settle, thread_sensitive=False)(call_ids[0], "done")
+    responses = await asyncio.wait_for(asyncio.gather(*waiters), timeout=20)
+    assert all(r.status_code == 200 and r.json()["settled"] for r in responses)
