@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import path
+from django.views.generic import TemplateView
 
 from conversations.api import assets_router, calls_router, router
 from conversations.api_base import api
@@ -10,6 +11,7 @@ api.add_router("/", calls_router)
 api.add_router("/", assets_router)
 
 urlpatterns = [
+    path("", TemplateView.as_view(template_name="index.html"), name="home"),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("healthz", healthz),
