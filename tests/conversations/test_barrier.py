@@ -43,15 +43,20 @@ class BearerAsyncClient(AsyncClient):
         self.token = token
 
     async def get(self, path, data=None, **extra):
-        return await super().get(path, data, headers={"Authorization": f"Bearer {self.token}"}, **extra)
+        return await super().get(
+            path, data, headers={"Authorization": f"Bearer {self.token}"}, **extra
+        )
 
 
 def _settle(call_id, text: str) -> None:
     try:
         claim = claim_acquire(call_id=call_id, worker="w")
         call_settle(
-            call_id=call_id, outcome="completed", guard=ClaimGuard(claim.token, claim.generation),
-            result={"content": [{"type": "text", "text": text}]}, text=text,
+            call_id=call_id,
+            outcome="completed",
+            guard=ClaimGuard(claim.token, claim.generation),
+            result={"content": [{"type": "text", "text": text}]},
+            text=text,
         )
     finally:
         connections.close_all()
@@ -89,7 +94,10 @@ async def test_returns_when_the_last_call_settles_not_before(user):
 async def test_times_out_with_pending_calls(user):
     call_ids, url, client = await sync_to_async(_setup)(user, calls=1)
     response = await client.get(url, {"wait": 0.5})
-    assert response.json() == {"settled": False, "pending": [{"toolCallId": str(call_ids[0]), "state": "ready"}]}
+    assert response.json() == {
+        "settled": False,
+        "pending": [{"toolCallId": str(call_ids[0]), "state": "ready"}],
+    }
 
 
 def _open_connections() -> int:

@@ -43,7 +43,12 @@ def test_seed_demo_is_idempotent_and_shows_something_real():
     second = _run("seed_demo")
     assert Conversation.objects.filter(owner__username="demo").count() == 1
     conversation = Conversation.objects.get(owner__username="demo")
-    assert ConversationEvent.objects.filter(conversation=conversation, type="tool_call_response").count() == 1
+    assert (
+        ConversationEvent.objects.filter(
+            conversation=conversation, type="tool_call_response"
+        ).count()
+        == 1
+    )
     assert ToolCall.objects.get(conversation=conversation).state == "awaiting_approval"
     tokens = [out.strip().splitlines()[-1].split()[-1] for out in (first, second)]
     assert tokens[0] != tokens[1] and all(token_authenticate(t) for t in tokens)

@@ -40,7 +40,12 @@ def test_approve_moves_to_ready_and_is_idempotent(runner):
     call = ToolCall.objects.get(pk=call_id)
     assert call.state == "ready" and call.interaction is None
     assert call.resolved_interaction["kind"] == "approval"
-    assert first == {"toolCallId": str(call_id), "requestId": "r1", "resolution": ALLOW, "resolvedBy": runner.username}
+    assert first == {
+        "toolCallId": str(call_id),
+        "requestId": "r1",
+        "resolution": ALLOW,
+        "resolvedBy": runner.username,
+    }
     assert call_resolve(call_id=call_id, user=runner, request_id="r1", resolution=ALLOW) == first
     with pytest.raises(ResolutionConflict) as conflict:
         call_resolve(call_id=call_id, user=runner, request_id="r2", resolution=DENY)
@@ -53,7 +58,9 @@ def test_deny_settles_denied_and_the_same_request_answers_after_settlement(runne
     response = ConversationEvent.objects.get(tool_call_id=call_id)
     assert response.payload["outcome"] == "denied"
     assert response.payload["resolvedBy"] == runner.username
-    assert response.payload["resolution"] == DENY and response.payload["resolutionRequestId"] == "r1"
+    assert (
+        response.payload["resolution"] == DENY and response.payload["resolutionRequestId"] == "r1"
+    )
     assert response.payload["interaction"]["kind"] == "approval"
     assert "Reason: Approval denied." in response.payload["modelContent"][0]["text"]
     assert call_resolve(call_id=call_id, user=runner, request_id="r1", resolution=DENY) == first
@@ -64,7 +71,12 @@ def test_deny_settles_denied_and_the_same_request_answers_after_settlement(runne
 def test_resolving_a_call_not_awaiting_is_refused(runner):
     _, call_id = _bash(runner)
     with pytest.raises(NotAwaiting):
-        call_resolve(call_id=call_id, user=runner, request_id="r1", resolution={"kind": "input", "value": {"answers": {}}})
+        call_resolve(
+            call_id=call_id,
+            user=runner,
+            request_id="r1",
+            resolution={"kind": "input", "value": {"answers": {}}},
+        )
     conversation = new_conversation(runner)
     turn_id = open_turn(conversation)
     (ready_id,) = assistant_calls(conversation, turn_id, ("notes", {})).call_ids
@@ -81,10 +93,16 @@ def test_approving_a_command_needs_run_commands(user):
 
 def test_persist_saves_a_conversation_rule_from_the_suggestion(runner):
     conversation, call_id = _bash(runner, "make test")
-    call_resolve(call_id=call_id, user=runner, request_id="r1", resolution={**ALLOW, "persist": True})
+    call_resolve(
+        call_id=call_id, user=runner, request_id="r1", resolution={**ALLOW, "persist": True}
+    )
     rule = PermissionRule.objects.get()
     assert (rule.conversation_id, rule.tool_name, rule.pattern, rule.decision, rule.source) == (
-        conversation.pk, "bash", "make test", "allow", "approval"
+        conversation.pk,
+        "bash",
+        "make test",
+        "allow",
+        "approval",
     )
     turn_id = open_turn(conversation)
     (again,) = assistant_calls(conversation, turn_id, ("bash", {"command": "make test"})).call_ids
@@ -94,20 +112,31 @@ def test_persist_saves_a_conversation_rule_from_the_suggestion(runner):
 def _ask_user(user):
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
-    questions = [{"id": "color", "question": "Which color?", "options": ["red", "blue"]},
-                 {"id": "sizes", "question": "Which sizes?", "multiple": True}]
-    (call_id,) = assistant_calls(conversation, turn_id, ("ask_user", {"questions": questions})).call_ids
+    questions = [
+        {"id": "color", "question": "Which color?", "options": ["red", "blue"]},
+        {"id": "sizes", "question": "Which sizes?", "multiple": True},
+    ]
+    (call_id,) = assistant_calls(
+        conversation, turn_id, ("ask_user", {"questions": questions})
+    ).call_ids
     claim = claim_acquire(call_id=call_id, worker="w")
     # The handler asks: running → awaiting_input with the questions (claim released).
-    call_move(call_id=call_id, from_state="running", to_state="awaiting_input", generation=claim.generation,
-              interaction={"kind": "input", "request": {"questions": questions}})
+    call_move(
+        call_id=call_id,
+        from_state="running",
+        to_state="awaiting_input",
+        generation=claim.generation,
+        interaction={"kind": "input", "request": {"questions": questions}},
+    )
     return call_id
 
 
 def test_input_answers_settle_completed_and_stay_in_the_response(user):
     call_id = _ask_user(user)
     value = {"answers": {"color": "red", "sizes": ["S", "M"]}}
-    call_resolve(call_id=call_id, user=user, request_id="q1", resolution={"kind": "input", "value": value})
+    call_resolve(
+        call_id=call_id, user=user, request_id="q1", resolution={"kind": "input", "value": value}
+    )
     payload = ConversationEvent.objects.get(tool_call_id=call_id).payload
     assert payload["outcome"] == "completed"
     assert payload["interaction"]["request"]["questions"][0]["options"] == ["red", "blue"]
@@ -117,13 +146,21 @@ def test_input_answers_settle_completed_and_stay_in_the_response(user):
 
 @pytest.mark.parametrize(
     ("answers", "field"),
-    [({"color": "red"}, "value.answers.sizes"), ({"color": ["a", "b"], "sizes": "S"}, "value.answers.color"),
-     ({"nope": "x"}, "value.answers.nope")],
+    [
+        ({"color": "red"}, "value.answers.sizes"),
+        ({"color": ["a", "b"], "sizes": "S"}, "value.answers.color"),
+        ({"nope": "x"}, "value.answers.nope"),
+    ],
 )
 def test_bad_answers_are_refused_naming_the_field(user, answers, field):
     call_id = _ask_user(user)
     with pytest.raises(ValidationFailed) as refused:
-        call_resolve(call_id=call_id, user=user, request_id="q1", resolution={"kind": "input", "value": {"answers": answers}})
+        call_resolve(
+            call_id=call_id,
+            user=user,
+            request_id="q1",
+            resolution={"kind": "input", "value": {"answers": answers}},
+        )
     assert refused.value.field == field
     assert ToolCall.objects.get(pk=call_id).resolution is None
 
@@ -131,7 +168,9 @@ def test_bad_answers_are_refused_naming_the_field(user, answers, field):
 def test_recovery_applies_a_recorded_resolution_again(runner):
     _, call_id = _bash(runner)
     # A crash between recording the resolution and applying it:
-    ToolCall.objects.filter(pk=call_id).update(resolution=DENY, resolution_request_id="r1", resolved_by=runner)
+    ToolCall.objects.filter(pk=call_id).update(
+        resolution=DENY, resolution_request_id="r1", resolved_by=runner
+    )
     action = recover_call(call_id=call_id)
     assert action is not None and "denied" in action.action
     assert ConversationEvent.objects.get(tool_call_id=call_id).payload["outcome"] == "denied"

@@ -43,7 +43,9 @@ def test_purge_deletes_only_old_conversations_with_nothing_open(user, settings):
 def test_purge_orphans_removes_lost_attempts_and_keeps_the_rest(user):
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
-    lost, kept, running = assistant_calls(conversation, turn_id, ("ls", {}), ("notes", {}), ("notes", {"x": 1})).call_ids
+    lost, kept, running = assistant_calls(
+        conversation, turn_id, ("ls", {}), ("notes", {}), ("notes", {"x": 1})
+    ).call_ids
     first = claim_acquire(call_id=lost, worker="w")
     lost_dir = attempt_dir(conversation.pk, lost, first.generation)
     lost_dir.mkdir(parents=True)
@@ -52,8 +54,13 @@ def test_purge_orphans_removes_lost_attempts_and_keeps_the_rest(user):
     second = claim_acquire(call_id=lost, worker="w2")  # the next attempt is g2: g1 is an orphan
     assert second.generation == first.generation + 1
     claim = claim_acquire(call_id=kept, worker="w")
-    call_settle(call_id=kept, outcome="completed", guard=ClaimGuard(claim.token, claim.generation),
-                result={"ok": True}, text="ok")
+    call_settle(
+        call_id=kept,
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        result={"ok": True},
+        text="ok",
+    )
     live = claim_acquire(call_id=running, worker="w")
     live_dir = attempt_dir(conversation.pk, running, live.generation)
     live_dir.mkdir(parents=True)

@@ -49,14 +49,22 @@ def test_default_decisions(user):
     _, bash, _ = _call(user, "bash", {"command": "ls"})
     assert bash.state == "awaiting_approval"
     assert bash.interaction["kind"] == "approval"
-    assert bash.interaction["request"]["suggestedRules"][0] == {"toolName": "bash", "pattern": "ls", "decision": "allow"}
+    assert bash.interaction["request"]["suggestedRules"][0] == {
+        "toolName": "bash",
+        "pattern": "ls",
+        "decision": "allow",
+    }
     assert _call(user, "some_host_tool", {"x": 1})[1].state == "ready"
 
 
 def test_global_deny_wins_over_a_specific_conversation_allow(user):
     conversation = new_conversation(user)
-    PermissionRule.objects.create(tool_name="bash", pattern="", decision="deny", reason="No shells here.")
-    PermissionRule.objects.create(conversation=conversation, tool_name="bash", pattern="git status", decision="allow")
+    PermissionRule.objects.create(
+        tool_name="bash", pattern="", decision="deny", reason="No shells here."
+    )
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="git status", decision="allow"
+    )
     _, call, response = _call(user, "bash", {"command": "git status"}, conversation)
     assert call is None and response.payload["outcome"] == "denied"
     assert "Reason: No shells here." in response.payload["modelContent"][0]["text"]
@@ -65,27 +73,54 @@ def test_global_deny_wins_over_a_specific_conversation_allow(user):
 def test_conversation_rules_before_global_ones_and_most_specific_first(user):
     conversation = new_conversation(user)
     PermissionRule.objects.create(tool_name="bash", pattern="git *", decision="ask")
-    PermissionRule.objects.create(conversation=conversation, tool_name="bash", pattern="git *", decision="allow")
-    PermissionRule.objects.create(conversation=conversation, tool_name="bash", pattern="git push*", decision="ask")
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="git *", decision="allow"
+    )
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="git push*", decision="ask"
+    )
     assert _call(user, "bash", {"command": "git log"}, conversation)[1].state == "ready"
-    assert _call(user, "bash", {"command": "git push origin"}, conversation)[1].state == "awaiting_approval"
+    assert (
+        _call(user, "bash", {"command": "git push origin"}, conversation)[1].state
+        == "awaiting_approval"
+    )
 
 
 def test_at_equal_specificity_deny_beats_ask_beats_allow(user):
     conversation = new_conversation(user)
     for decision in ("allow", "ask"):
-        PermissionRule.objects.create(conversation=conversation, tool_name="bash", pattern="make *", decision=decision)
-    assert _call(user, "bash", {"command": "make test"}, conversation)[1].state == "awaiting_approval"
-    PermissionRule.objects.create(conversation=conversation, tool_name="bash", pattern="make *", decision="deny")
+        PermissionRule.objects.create(
+            conversation=conversation, tool_name="bash", pattern="make *", decision=decision
+        )
+    assert (
+        _call(user, "bash", {"command": "make test"}, conversation)[1].state == "awaiting_approval"
+    )
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="make *", decision="deny"
+    )
     assert _call(user, "bash", {"command": "make test"}, conversation)[1] is None
 
 
 def test_shell_control_characters_match_only_an_exact_wildcard_free_pattern(user):
     conversation = new_conversation(user)
-    PermissionRule.objects.create(conversation=conversation, tool_name="bash", pattern="git status*", decision="allow")
-    for command in ("git status; rm -rf /", "git status && x", "git status | sh", "git status > f", "git status $(x)", "git status `x`", "git status\nrm x"):
-        assert _call(user, "bash", {"command": command}, conversation)[1].state == "awaiting_approval", command
-    PermissionRule.objects.create(conversation=conversation, tool_name="bash", pattern="ls | wc -l", decision="allow")
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="git status*", decision="allow"
+    )
+    for command in (
+        "git status; rm -rf /",
+        "git status && x",
+        "git status | sh",
+        "git status > f",
+        "git status $(x)",
+        "git status `x`",
+        "git status\nrm x",
+    ):
+        assert (
+            _call(user, "bash", {"command": command}, conversation)[1].state == "awaiting_approval"
+        ), command
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="ls | wc -l", decision="allow"
+    )
     assert _call(user, "bash", {"command": "ls | wc -l"}, conversation)[1].state == "ready"
 
 
@@ -98,9 +133,14 @@ def test_specificity_counts_literal_characters():
 def test_path_rules_match_the_resolved_path(user, settings):
     conversation = new_conversation(user)
     workspace = settings.TOOLCORE_WORKSPACE_ROOT / str(user.pk) / conversation.workspace
-    PermissionRule.objects.create(tool_name="read", pattern=f"{workspace}/secrets/*", decision="deny")
+    PermissionRule.objects.create(
+        tool_name="read", pattern=f"{workspace}/secrets/*", decision="deny"
+    )
     decision = evaluate(
-        conversation_id=conversation.pk, spec=tool_spec("read"), arguments={"path": "src/../secrets/key"}, workspace=workspace
+        conversation_id=conversation.pk,
+        spec=tool_spec("read"),
+        arguments={"path": "src/../secrets/key"},
+        workspace=workspace,
     )
     assert decision.decision == "deny"
     assert decision.as_supervision()["rule"]["scope"] == "global"

@@ -9,7 +9,13 @@ import pytest
 from conversations.errors import InvalidTransition
 from conversations.models import UNFINISHED_STATES, ConversationEvent, ToolCall
 from conversations.services.settlement import GenerationGuard, call_settle
-from conversations.services.transitions import MOVES, SETTLEMENTS, call_move, check_move, check_settlement
+from conversations.services.transitions import (
+    MOVES,
+    SETTLEMENTS,
+    call_move,
+    check_move,
+    check_settlement,
+)
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -70,7 +76,9 @@ def test_a_call_refused_by_the_user_reads_denied_from_any_state():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("to_state", [s for s in UNFINISHED_STATES if ("ready", s) not in ALLOWED_MOVES])
+@pytest.mark.parametrize(
+    "to_state", [s for s in UNFINISHED_STATES if ("ready", s) not in ALLOWED_MOVES]
+)
 def test_an_illegal_move_of_a_real_row_changes_nothing(user, to_state):
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)

@@ -20,7 +20,11 @@ pytestmark = pytest.mark.django_db
 
 
 def _events(conversation):
-    return list(ConversationEvent.objects.filter(conversation=conversation).order_by("sequence").values_list("type", flat=True))
+    return list(
+        ConversationEvent.objects.filter(conversation=conversation)
+        .order_by("sequence")
+        .values_list("type", flat=True)
+    )
 
 
 def test_a_user_message_while_a_turn_is_open_is_refused(user):
@@ -37,24 +41,56 @@ def test_an_assistant_message_needs_the_open_turn(user):
     turn_id = open_turn(conversation)
     turn_end(conversation_id=conversation.pk, turn_id=turn_id)
     with pytest.raises(TurnNotOpen):
-        message_post(conversation_id=conversation.pk, message_id="a", role="assistant", turn_id=turn_id, content=[])
+        message_post(
+            conversation_id=conversation.pk,
+            message_id="a",
+            role="assistant",
+            turn_id=turn_id,
+            content=[],
+        )
 
 
 def test_message_posting_is_idempotent_by_message_id(user):
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
-    content = [{"type": "text", "text": "hi"}, {"type": "tool_call", "id": "p1", "name": "notes", "arguments": {"a": 1}}]
-    first = message_post(conversation_id=conversation.pk, message_id="m", role="assistant", turn_id=turn_id, content=content)
-    again = message_post(conversation_id=conversation.pk, message_id="m", role="assistant", turn_id=turn_id, content=content)
+    content = [
+        {"type": "text", "text": "hi"},
+        {"type": "tool_call", "id": "p1", "name": "notes", "arguments": {"a": 1}},
+    ]
+    first = message_post(
+        conversation_id=conversation.pk,
+        message_id="m",
+        role="assistant",
+        turn_id=turn_id,
+        content=content,
+    )
+    again = message_post(
+        conversation_id=conversation.pk,
+        message_id="m",
+        role="assistant",
+        turn_id=turn_id,
+        content=content,
+    )
     assert first.created and not again.created
     assert again.body == first.body
     assert first.body["toolCalls"] == [
-        {"id": str(first.call_ids[0]), "providerCallId": "p1", "contentIndex": 1, "toolName": "notes", "state": "supervising"}
+        {
+            "id": str(first.call_ids[0]),
+            "providerCallId": "p1",
+            "contentIndex": 1,
+            "toolName": "notes",
+            "state": "supervising",
+        }
     ]
     assert ToolCall.objects.filter(turn_id=turn_id).count() == 1
     with pytest.raises(MessageConflict):
-        message_post(conversation_id=conversation.pk, message_id="m", role="assistant", turn_id=turn_id,
-                     content=[{"type": "text", "text": "other"}])
+        message_post(
+            conversation_id=conversation.pk,
+            message_id="m",
+            role="assistant",
+            turn_id=turn_id,
+            content=[{"type": "text", "text": "other"}],
+        )
     assert _events(conversation) == ["user_message", "assistant_message"]
 
 
@@ -67,7 +103,11 @@ def test_cancel_rules_running_becomes_indeterminate_others_cancelled(user):
     claim_acquire(call_id=running, worker="w")
     answer = turn_cancel(conversation_id=conversation.pk, turn_id=turn_id)
     outcomes = {r["toolCallId"]: r["outcome"] for r in answer["results"]}
-    assert outcomes == {str(running): "indeterminate", str(ready): "cancelled", str(awaiting): "cancelled"}
+    assert outcomes == {
+        str(running): "indeterminate",
+        str(ready): "cancelled",
+        str(awaiting): "cancelled",
+    }
     assert Turn.objects.get(pk=turn_id).status == "open"
     text = ConversationEvent.objects.get(tool_call_id=running).payload["modelContent"][0]["text"]
     assert text.startswith("Tool call outcome unknown: it was stopped while running")
@@ -78,8 +118,16 @@ def test_ending_a_turn_settles_what_is_open_then_appends_one_turn_ended(user):
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "ls"})).call_ids
-    assert turn_end(conversation_id=conversation.pk, turn_id=turn_id, reason="stopped") == {"turnId": turn_id, "status": "ended"}
-    assert _events(conversation) == ["user_message", "assistant_message", "tool_call_response", "turn_ended"]
+    assert turn_end(conversation_id=conversation.pk, turn_id=turn_id, reason="stopped") == {
+        "turnId": turn_id,
+        "status": "ended",
+    }
+    assert _events(conversation) == [
+        "user_message",
+        "assistant_message",
+        "tool_call_response",
+        "turn_ended",
+    ]
     ended = ConversationEvent.objects.get(conversation=conversation, type="turn_ended")
     assert ended.payload == {"turnId": turn_id, "reason": "stopped"}
     assert not ToolCall.objects.filter(turn_id=turn_id).exists()
@@ -90,21 +138,36 @@ def test_ending_a_turn_settles_what_is_open_then_appends_one_turn_ended(user):
 
 def test_a_command_opens_its_turn_and_ends_it_when_its_call_settles(user):
     conversation = new_conversation(user)
-    posted = command_post(conversation_id=conversation.pk, input_id="in1", command="echo hi", include_in_context=False)
+    posted = command_post(
+        conversation_id=conversation.pk, input_id="in1", command="echo hi", include_in_context=False
+    )
     turn = Turn.objects.get(pk=posted.body["turnId"])
     assert (turn.origin, turn.status, turn.include_in_context) == ("command", "open", False)
-    assert command_post(conversation_id=conversation.pk, input_id="in1", command="echo hi").body == posted.body
+    assert (
+        command_post(conversation_id=conversation.pk, input_id="in1", command="echo hi").body
+        == posted.body
+    )
     with pytest.raises(CommandConflict):
         command_post(conversation_id=conversation.pk, input_id="in1", command="rm -rf /")
     with pytest.raises(TurnOpen):
         command_post(conversation_id=conversation.pk, input_id="in2", command="ls")
     claim = claim_acquire(call_id=posted.call_ids[0], worker="w")
-    call_settle(call_id=posted.call_ids[0], outcome="completed", guard=ClaimGuard(claim.token, claim.generation),
-                result={"exitCode": 0}, text="hi\n")
+    call_settle(
+        call_id=posted.call_ids[0],
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        result={"exitCode": 0},
+        text="hi\n",
+    )
     turn.refresh_from_db()
     assert (turn.status, turn.end_reason) == ("ended", "command")
     assert _events(conversation) == ["tool_call_response", "turn_ended"]
-    assert ConversationEvent.objects.get(type="turn_ended", conversation=conversation).payload["reason"] == "command"
+    assert (
+        ConversationEvent.objects.get(type="turn_ended", conversation=conversation).payload[
+            "reason"
+        ]
+        == "command"
+    )
 
 
 def test_deleting_a_conversation_cancels_then_removes_everything(user):
