@@ -1,0 +1,65 @@
+"""Settings read from the environment: production refuses a missing or development secret key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = (
+    "import django, json; django.setup(); from django.conf import settings as s; "
+    "print(json.dumps({'debug': s.DEBUG, 'engine': s.DATABASES['default']['ENGINE'], "
+    "'layer': s.CHANNEL_LAYERS['default']['BACKEND'], 'options': str(s.DATABASES['default'].get('OPTIONS')), "
+    "'max_age': s.DATABASES['default'].get('CONN_MAX_AGE'), "
+    "'capacity': s.CHANNEL_LAYERS['default'].get('CONFIG', {}).get('capacity'), "
+    "'expiry': s.CHANNEL_LAYERS['default'].get('CONFIG', {}).get('group_expiry')}))"
+)
+
+
+def _settings(tmp_path, **env):
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}
+    }
+    clean.update(DJANGO_SETTINGS_MODULE="config.settings", DATA_DIR=str(tmp_path), **env)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=clean, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize("key", [None, "short", "django-insecure-toolcore-development-only"])
+def test_production_refuses_to_start_without_a_real_secret_key(tmp_path, key):
+    env = {"DEBUG": "0"} if key is None else {"DEBUG": "0", "SECRET_KEY": key}
+    result = _settings(tmp_path, **env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and "SECRET_KEY" in result.stderr
+
+
+def test_nothing_set_means_sqlite_wal_immediate_and_the_in_memory_layer(tmp_path):
+    result = _settings(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert '"engine": "django.db.backends.sqlite3"' in result.stdout
+    assert "channels.layers.InMemoryChannelLayer" in result.stdout
+    assert (
+        "'transaction_mode': 'IMMEDIATE'" in result.stdout and "journal_mode=WAL" in result.stdout
+    )
+
+
+def test_database_and_redis_urls_switch_to_postgresql_with_a_pool_and_redis(tmp_path):
+    result = _settings(
+        tmp_path,
+        DEBUG="0",
+        SECRET_KEY="k" * 50,
+        DATABASE_URL="postgres://u@db.example:5432/toolcore",
+        REDIS_URL="redis://cache.example:6379/0",
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"engine": "django.db.backends.postgresql"' in result.stdout
+    assert "channels_redis.core.RedisChannelLayer" in result.stdout
+    assert "'pool':" in result.stdout and '"max_age": 0' in result.stdout
+    assert '"capacity": 1500' in result.stdout and '"expiry": 86400' in result.stdout
