@@ -15,6 +15,8 @@ from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Val
 from ninja.parser import Parser
 from ninja.renderers import BaseRenderer
 
+from projections.units import clean_json
+
 from .auth import BearerAuth, SessionAuth
 from .errors import DomainError, error_body
 from .fields import dumps
@@ -32,7 +34,8 @@ class StrictJSONParser(Parser):
     """``json.loads`` refusing ``NaN`` and ``Infinity``, which are not JSON."""
 
     def parse_body(self, request: HttpRequest) -> Any:
-        return json.loads(request.body, parse_constant=_refuse_constant)
+        # Lone surrogates and U+0000 become U+FFFD before validation (spec README, "Text").
+        return clean_json(json.loads(request.body, parse_constant=_refuse_constant))
 
 
 class CompactRenderer(BaseRenderer):
@@ -53,13 +56,26 @@ api = NinjaAPI(
 )
 
 
-def _field_of(loc: list[Any]) -> str:
-    parts = [str(p) for p in loc]
+# Union tags pydantic adds to the location of an error inside a discriminated union.
+_UNION_TAGS = {"text", "tool_call", "approval", "input"}
+
+
+def _field_of(error: dict[str, Any]) -> str:
+    parts = [str(p) for p in error.get("loc", [])]
     if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
         parts = parts[1:]
-    if parts and parts[0] == "payload":
+    if parts and parts[0] in ("payload", "query"):
         parts = parts[1:]
-    return ".".join(parts) or "body"
+    # A tag stands first (a union body) or right after a list index (a union item).
+    parts = [
+        p
+        for i, p in enumerate(parts)
+        if not (p in _UNION_TAGS and (i == 0 or parts[i - 1].isdigit()))
+    ]
+    if error.get("type") in ("union_tag_not_found", "union_tag_invalid"):
+        discriminator = str(error.get("ctx", {}).get("discriminator", "")).strip("'")
+        parts.append(discriminator)
+    return ".".join(p for p in parts if p) or "body"
 
 
 @api.exception_handler(DomainError)
@@ -70,7 +86,7 @@ def _domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
 @api.exception_handler(ValidationError)
 def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     first = exc.errors[0] if exc.errors else {}
-    field = _field_of(list(first.get("loc", [])))
+    field = _field_of(first)
     message = f"{field}: {first.get('msg', 'invalid value')}"
     return json_response(error_body("validation_error", message, field), 422)
 

@@ -49,7 +49,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, pk = raw.split("|", 1)
-        return datetime.fromisoformat(stamp), pk
+        moment = datetime.fromisoformat(stamp)
+        if moment.tzinfo is None:
+            raise ValueError("naive time")
+        return moment, str(UUID(pk))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationFailed("The cursor is not valid.", field="cursor") from exc
 

@@ -89,8 +89,10 @@ def call_resolve(
     kind = resolution["kind"]
     if call.state != _AWAITING[kind]:
         raise NotAwaiting(f"The call is {call.state}, not awaiting {kind}.")
-    needs_permission = kind == "approval" and tool_spec(call.tool_name).risk == "execute"
-    if needs_permission and not user.has_perm("tools.run_commands"):
+    # Approving runs a command: that needs the permission. Refusing never does.
+    approving = kind == "approval" and resolution.get("decision") == "allow"
+    executes = tool_spec(call.tool_name).risk == "execute"
+    if approving and executes and not user.has_perm("tools.run_commands"):
         raise Forbidden("Approving a command needs the permission tools.run_commands.")
     if kind == "input":
         _check_input(call, resolution.get("value"))

@@ -1,0 +1,158 @@
+"""Pieces every admin module shares: small read-only display helpers, URLs, and the mixins
+that make an admin view-only and its search exact."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
+
+from django.contrib import admin
+from django.db.models import Q, TextField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from ..storage import absolute_from_data
+
+PRETTY_MAX_CHARS = 20_000  # a JSON value shown on a page is cut here
+
+# --- Values ----------------------------------------------------------------------------------
+
+
+def as_uuid(text: Any) -> UUID | None:
+    try:
+        return UUID(str(text).strip())
+    except ValueError:
+        return None
+
+
+def json_text(path: str) -> Cast:
+    """A JSON key as text to compare with. (``KT`` alone compares as JSON on SQLite, and the
+    columns are ``json``, not ``jsonb``, on PostgreSQL, which has no ``=`` for ``json``.)"""
+    return Cast(KT(path), output_field=TextField())
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON, cut at ``PRETTY_MAX_CHARS`` (payloads can be large)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if len(text) > PRETTY_MAX_CHARS:
+        more = len(text) - PRETTY_MAX_CHARS
+        text = f"{text[:PRETTY_MAX_CHARS]}\n… ({more:,} more characters)"
+    return text
+
+
+def pre(value: Any) -> str:
+    if value is None:
+        return "—"
+    return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', pretty(value))
+
+
+def short(value: Any) -> str:
+    return str(value)[:8] if value else "—"
+
+
+# --- URLs and links --------------------------------------------------------------------------
+
+
+def change_url(obj: Any) -> str:
+    opts = obj._meta
+    return reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+
+
+def changelist_url(model: Any, **params: Any) -> str:
+    opts = model._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    if params:
+        url += "?" + urlencode({key: str(value) for key, value in params.items()})
+    return url
+
+
+def link(obj: Any, text: Any = None) -> str:
+    if obj is None:
+        return "—"
+    return format_html('<a href="{}">{}</a>', change_url(obj), text if text is not None else obj)
+
+
+def call_url(call_id: Any) -> str:
+    """The call's page; for a settled call it redirects to its response event."""
+    return reverse("admin:conversations_toolcall_change", args=[call_id])
+
+
+def link_to_call(call_id: Any) -> str:
+    """A link to the call's page (settled or not), or a dash when there is no call."""
+    if call_id is None:
+        return "—"
+    return format_html('<a href="{}">{}</a>', call_url(call_id), call_id)
+
+
+def asset_absolute_path(asset: Any) -> str:
+    try:
+        return str(absolute_from_data(asset.path))
+    except ValueError:
+        return f"{asset.path} (outside DATA_DIR)"
+
+
+def asset_verify_url(asset: Any) -> str:
+    return reverse("admin:conversations_asset_verify", args=[asset.pk])
+
+
+# --- Mixins ----------------------------------------------------------------------------------
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View-only: rows change through services (actions), never through a form."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """Actions that call a service need the model's Django ``change`` permission."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+
+class ExactSearchMixin:
+    """A search term that is a UUID (or a number) matches those columns exactly, using their
+    indexes, instead of ``icontains`` over every search field."""
+
+    uuid_search_fields: tuple[str, ...] = ()
+    int_search_fields: tuple[str, ...] = ()
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        value: Any = as_uuid(term) if self.uuid_search_fields else None
+        fields = self.uuid_search_fields
+        if value is None and self.int_search_fields and term.isdigit():
+            value, fields = int(term), self.int_search_fields
+        if value is not None:
+            query = Q()
+            for field in fields:
+                query |= Q(**{field: value})
+            return queryset.filter(query), False
+        return super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
+
+
+class RowColumnsMixin:
+    """Columns several admins list: the row's short id, its conversation and its turn."""
+
+    @admin.display(description="id")
+    def short_id(self, obj: Any) -> str:
+        return short(obj.pk)
+
+    @admin.display(description="conversation")
+    def conversation_link(self, obj: Any) -> str:
+        return link(obj.conversation)
+
+    @admin.display(description="turn")
+    def turn_ordinal(self, obj: Any) -> Any:
+        return obj.turn.ordinal if obj.turn_id else "—"
