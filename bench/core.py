@@ -25,7 +25,13 @@ def _raw_connection(connection):
         params.pop("cursor_factory", None)
         params.pop("context", None)
         params.pop("prepare_threshold", None)
-        conn = psycopg.connect(**{k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}})
+        conn = psycopg.connect(
+            **{
+                k: v
+                for k, v in params.items()
+                if k in {"dbname", "user", "password", "host", "port"}
+            }
+        )
         return conn, "%s"
     conn = sqlite3.connect(settings["NAME"], isolation_level=None, timeout=20)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -63,7 +69,9 @@ def bench_append(connection, user, n: int) -> tuple[float, float]:
         def run():
             for i in range(n):
                 with transaction.atomic():
-                    event_append(conversation_id=conversation.pk, type="user_message", payload=_payload(i))
+                    event_append(
+                        conversation_id=conversation.pk, type="user_message", payload=_payload(i)
+                    )
 
         return timed(run)
 
@@ -82,7 +90,12 @@ def bench_append(connection, user, n: int) -> tuple[float, float]:
                 cur.execute(
                     f"INSERT INTO {table} (conversation_id, sequence, type, payload, created_at) "
                     f"VALUES ({mark}, {mark}, {mark}, {mark}, CURRENT_TIMESTAMP)",
-                    (conv_id, state["seq"], "user_message", json.dumps(_payload(i), separators=(",", ":"))),
+                    (
+                        conv_id,
+                        state["seq"],
+                        "user_message",
+                        json.dumps(_payload(i), separators=(",", ":")),
+                    ),
                 )
                 _commit(conn, vendor)
 
@@ -100,15 +113,21 @@ def bench_settle(connection, user, n: int):
 
     def prepare():
         conversation = conversation_create(owner=user, title="settle")
-        turn = message_post(conversation_id=conversation.pk, message_id="u", role="user", content=[])
+        turn = message_post(
+            conversation_id=conversation.pk, message_id="u", role="user", content=[]
+        )
         claims = []
         for batch in range(n // 50):
             content = [
-                {"type": "tool_call", "id": f"p{batch}-{i}", "name": "notes", "arguments": {"q": i}} for i in range(50)
+                {"type": "tool_call", "id": f"p{batch}-{i}", "name": "notes", "arguments": {"q": i}}
+                for i in range(50)
             ]
             posted = message_post(
-                conversation_id=conversation.pk, message_id=f"a{batch}", role="assistant",
-                turn_id=turn.body["turnId"], content=content,
+                conversation_id=conversation.pk,
+                message_id=f"a{batch}",
+                role="assistant",
+                turn_id=turn.body["turnId"],
+                content=content,
             )
             for call_id in posted.call_ids:
                 claims.append(claim_acquire(call_id=call_id, worker="bench"))
@@ -120,8 +139,11 @@ def bench_settle(connection, user, n: int):
         def run():
             for claim in claims:
                 call_settle(
-                    call_id=claim.call_id, outcome="completed", guard=ClaimGuard(claim.token, claim.generation),
-                    result={"content": [{"type": "text", "text": "ok"}]}, text="ok",
+                    call_id=claim.call_id,
+                    outcome="completed",
+                    guard=ClaimGuard(claim.token, claim.generation),
+                    result={"content": [{"type": "text", "text": "ok"}]},
+                    text="ok",
                 )
 
         elapsed = timed(run)
@@ -155,7 +177,12 @@ def bench_settle(connection, user, n: int):
                 cur.execute(
                     f"INSERT INTO {table} (conversation_id, sequence, type, payload, created_at) "
                     f"VALUES ({mark}, {mark}, {mark}, {mark}, CURRENT_TIMESTAMP)",
-                    (conv_id, state["seq"], "tool_call_response", json.dumps(_payload(i), separators=(",", ":"))),
+                    (
+                        conv_id,
+                        state["seq"],
+                        "tool_call_response",
+                        json.dumps(_payload(i), separators=(",", ":")),
+                    ),
                 )
                 cur.execute(f"DELETE FROM bench_scratch WHERE id = {mark}", (i,))
                 _commit(conn, vendor)
@@ -177,7 +204,12 @@ def bench_events(connection, user, n: int):
     with transaction.atomic():
         ConversationEvent.objects.bulk_create(
             [
-                ConversationEvent(conversation=conversation, sequence=i + 1, type="user_message", payload=_payload(i))
+                ConversationEvent(
+                    conversation=conversation,
+                    sequence=i + 1,
+                    type="user_message",
+                    payload=_payload(i),
+                )
                 for i in range(n)
             ],
             batch_size=2000,
@@ -202,8 +234,10 @@ def bench_events(connection, user, n: int):
 
     def raw() -> float:
         def run():
-            rows = ConversationEvent.objects.filter(conversation=conversation).order_by("sequence").values_list(
-                "sequence", "type", "turn_id", "tool_call_id", "payload", "created_at"
+            rows = (
+                ConversationEvent.objects.filter(conversation=conversation)
+                .order_by("sequence")
+                .values_list("sequence", "type", "turn_id", "tool_call_id", "payload", "created_at")
             )
             count = sum(1 for _ in rows.iterator(chunk_size=2000))
             assert count == n
@@ -224,9 +258,14 @@ def main() -> None:
         from django.contrib.auth import get_user_model
 
         user = get_user_model().objects.create(username="bench")
-        sizes = {"append": 500 if args.quick else 2000, "settle": 200 if args.quick else 1000,
-                 "events": 20_000 if args.quick else 100_000}
-        print(f"database: {connection.vendor}; medians of {runs} runs; ratio = baseline time / service time\n")
+        sizes = {
+            "append": 500 if args.quick else 2000,
+            "settle": 200 if args.quick else 1000,
+            "events": 20_000 if args.quick else 100_000,
+        }
+        print(
+            f"database: {connection.vendor}; medians of {runs} runs; ratio = baseline time / service time\n"
+        )
         print("| path | service | raw baseline | ratio | goal |")
         print("|---|---|---|---|---|")
         for name, bench, size, goal in (
