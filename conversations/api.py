@@ -105,8 +105,7 @@ def list_events(
     after: int = Query(0, ge=0),
     limit: int = Query(100, ge=1, le=100),
 ) -> HttpResponse:
-    conversation = selectors.conversation_for(request.auth, cid)
-    body = selectors.events_page_json(conversation, after=after, limit=limit)
+    body = selectors.events_page_json(request.auth, cid, after=after, limit=limit)
     return HttpResponse(body, content_type="application/json")
 
 

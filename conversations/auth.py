@@ -57,7 +57,10 @@ def token_authenticate(raw: str) -> ApiToken | None:
     if not raw:
         return None
     now = timezone.now()
-    row = ApiToken.objects.select_related("user").filter(digest=token_digest(raw)).first()
+    found = list(
+        ApiToken.objects.select_related("user").filter(digest=token_digest(raw)).order_by()[:1]
+    )
+    row = found[0] if found else None
     if row is None or row.revoked_at is not None or not row.user.is_active:
         return None
     if row.expires_at is not None and row.expires_at <= now:

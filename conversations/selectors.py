@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import TextField
-from django.db.models.functions import Cast
+from django.db import connection
 
 from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 
@@ -20,7 +19,7 @@ from .errors import CursorAhead, NotFound, ValidationFailed
 from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
 from .services.activity import activity_state
 from .services.queue import queue_notices
-from .shapes import asset_wire, call_wire, conversation_wire, event_wire, iso
+from .shapes import asset_wire, call_wire, conversation_wire, event_wire
 from .storage import absolute_from_data
 
 
@@ -32,12 +31,14 @@ def _uuid(value: Any, what: str) -> UUID:
 
 
 def conversation_for(user: Any, conversation_id: Any) -> Conversation:
-    conversation = Conversation.objects.filter(
-        pk=_uuid(conversation_id, "Conversation"), owner_id=user.pk
-    ).first()
-    if conversation is None:
+    found = list(
+        Conversation.objects.filter(
+            pk=_uuid(conversation_id, "Conversation"), owner_id=user.pk
+        ).order_by()[:1]
+    )
+    if not found:
         raise NotFound("Conversation not found.")
-    return conversation
+    return found[0]
 
 
 def _encode_cursor(created_at: datetime, pk: Any) -> str:
@@ -71,40 +72,78 @@ def conversations_page(user: Any, *, cursor: str | None, limit: int) -> dict[str
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_EVENTS = ConversationEvent._meta.db_table
+# The replay read: stored payload text passed through, times formatted by the database, no
+# model instances and no JSON decoding (PERF_NOTES: decoding dominates replay reads).
+_CONVERSATIONS = Conversation._meta.db_table
+_PG_TIME = (
+    "to_char(date_trunc('milliseconds', e.created_at AT TIME ZONE 'UTC'), "
+    '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\')'
+)
+# Stored as 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC); strftime('%f') would round, not truncate.
+_SQLITE_TIME = (
+    "substr(created_at, 1, 10) || 'T' || substr(created_at, 12, 8) || '.' || "
+    "substr(substr(created_at, 21) || '000', 1, 3) || 'Z'"
+)
+# PostgreSQL: the owner check, the head and the page in one statement; the page is a LATERAL
+# subquery so a conversation without events still answers its head.
+_REPLAY_PG = (
+    f"SELECT c.last_sequence, e.sequence, e.type, e.turn_id::text, e.tool_call_id::text, "
+    f"e.payload::text, {_PG_TIME} "
+    f"FROM {_CONVERSATIONS} c LEFT JOIN LATERAL (SELECT * FROM {_EVENTS} x "
+    f"WHERE x.conversation_id = c.id AND x.sequence > %s AND x.sequence <= c.last_sequence "
+    f"ORDER BY x.sequence LIMIT %s) e ON true WHERE c.id = %s AND c.owner_id = %s "
+    f"ORDER BY e.sequence"
+)
+_REPLAY_SQLITE = (
+    f"SELECT sequence, type, turn_id, tool_call_id, payload, {_SQLITE_TIME} "
+    f"FROM {_EVENTS} WHERE conversation_id = %s AND sequence > %s AND sequence <= %s "
+    f"ORDER BY sequence LIMIT %s"
+)
 
 
-def events_page_json(conversation: Conversation, *, after: int, limit: int) -> str:
+def _replay_rows(user: Any, conversation_id: Any, after: int, limit: int) -> tuple[int, list]:
+    """The head and up to ``limit`` event rows after ``after``; owner-scoped (404)."""
+    pk = _uuid(conversation_id, "Conversation")
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_REPLAY_PG, [after, limit, pk, user.pk])
+            rows = cursor.fetchall()
+            if not rows:
+                raise NotFound("Conversation not found.")
+            last = rows[0][0]
+            return last, [row[1:] for row in rows if row[1] is not None]
+        last = conversation_for(user, pk).last_sequence
+        if after > last:  # cursor_ahead; also keeps huge numbers away from SQLite integers
+            return last, []
+        cursor.execute(_REPLAY_SQLITE, [pk.hex, after, last, limit])
+        return last, cursor.fetchall()
+
+
+def _wire_uuid(value: str | None) -> str:
+    """A stored UUID as a JSON string: PostgreSQL's text is canonical, SQLite stores hex."""
+    if value is None:
+        return "null"
+    return f'"{value}"' if len(value) == 36 else f'"{UUID(hex=value)}"'
+
+
+def events_page_json(user: Any, conversation_id: Any, *, after: int, limit: int) -> str:
     """``{events, lastSequence, nextAfter}`` as JSON text, ≤ ``limit`` events and ≤ 512 KiB.
 
     The stored payload text is passed through without decoding; the first event always goes
-    in. ``nextAfter`` is null only when the page reaches ``lastSequence``.
+    in. ``nextAfter`` is null only when the page reaches ``lastSequence``; ``after`` beyond it
+    is ``cursor_ahead``.
     """
-    last = conversation.last_sequence  # read with the owner check, just before
+    last, rows = _replay_rows(user, conversation_id, after, min(limit, REPLAY_MAX_EVENTS))
     if after > last:
         raise CursorAhead(f"after={after} is beyond the last sequence {last}.", field="after")
-    rows = (
-        ConversationEvent.objects.filter(
-            conversation_id=conversation.pk, sequence__gt=after, sequence__lte=last
-        )
-        .order_by("sequence")
-        .values_list(
-            "sequence",
-            "type",
-            "turn_id",
-            "tool_call_id",
-            Cast("payload", TextField()),
-            "created_at",
-        )
-    )[: min(limit, REPLAY_MAX_EVENTS)]
     parts: list[str] = []
     used = 0
     reached = after
     for sequence, type_, turn_id, call_id, payload, created_at in rows:
         text = (
-            f'{{"sequence":{sequence},"type":{_ENCODE(type_)},'
-            f'"turnId":{_ENCODE(str(turn_id)) if turn_id else "null"},'
-            f'"toolCallId":{_ENCODE(str(call_id)) if call_id else "null"},'
-            f'"payload":{payload},"createdAt":"{iso(created_at)}"}}'
+            f'{{"sequence":{sequence},"type":{_ENCODE(type_)},"turnId":{_wire_uuid(turn_id)},'
+            f'"toolCallId":{_wire_uuid(call_id)},"payload":{payload},"createdAt":"{created_at}"}}'
         )
         size = len(text.encode("utf-8"))
         if parts and used + size > REPLAY_BUDGET_BYTES:

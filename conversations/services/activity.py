@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 
@@ -45,13 +46,19 @@ def _store(activity: ToolActivity, state: dict[str, Any]) -> None:
 
 
 def _publish(activity: ToolActivity, update: dict[str, Any], messages: list[Message]) -> None:
+    _publish_update(activity.conversation_id, activity.rev, update, messages)
+
+
+def _publish_update(
+    conversation_id: Any, rev: int, update: dict[str, Any], messages: list[Message]
+) -> None:
     messages.append(
         (
-            conversation_group(activity.conversation_id),
+            conversation_group(conversation_id),
             {
                 "type": "tool.updated",
-                "conversationId": str(activity.conversation_id),
-                "update": {**update, "rev": activity.rev},
+                "conversationId": str(conversation_id),
+                "update": {**update, "rev": rev},
             },
         )
     )
@@ -116,6 +123,52 @@ def activity_apply(
     activity.save(update_fields=_MUTABLE)
     _publish(activity, update, messages)
     return activity
+
+
+_CAS_SQL = (
+    f"UPDATE {ToolActivity._meta.db_table} SET rev = rev + 1, state_json = %s, payload_json = %s, "
+    f"payload_bytes = %s, is_final = %s, updated_at = %s WHERE tool_call_id = %s AND rev = %s"
+)
+
+
+def activity_fold(
+    *,
+    tool_call_id: Any,
+    conversation_id: Any,
+    known: tuple[int | None, dict[str, Any] | None],
+    update: dict[str, Any],
+    messages: list[Message],
+) -> None:
+    """``activity_apply`` for a caller that already read the state (``known`` = rev, state):
+    a compare-and-set on ``rev`` instead of a locking read; a lost race folds again, locked."""
+    rev, state = known
+    if rev is None or state is None:
+        activity_apply(tool_call_id=tool_call_id, update=update, messages=messages)
+        return
+    after = apply_tool_update(state, update)
+    if after == state:
+        return
+    holder = ToolActivity(tool_call_id=tool_call_id, rev=rev + 1)
+    _store(holder, after)
+    field = ToolActivity._meta.get_field
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CAS_SQL,
+            [
+                dumps(holder.state_json),
+                dumps(holder.payload_json),
+                holder.payload_bytes,
+                holder.is_final,
+                field("updated_at").get_db_prep_value(timezone.now(), connection),
+                field("tool_call_id").get_db_prep_value(tool_call_id, connection),
+                rev,
+            ],
+        )
+        changed = cursor.rowcount
+    if not changed:
+        activity_apply(tool_call_id=tool_call_id, update=update, messages=messages)
+        return
+    _publish_update(conversation_id, rev + 1, update, messages)
 
 
 def status_update(call: ToolCall, status: str, **extra: Any) -> dict[str, Any]:

@@ -17,7 +17,9 @@ Two routes, by layer:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -81,6 +83,8 @@ class _Publisher:
             self._batches.append(messages)
             self._pending += 1
             if self._thread is None or not self._thread.is_alive():
+                if self._thread is None:
+                    atexit.register(self.drain)  # a command's last messages still go out
                 self._thread = threading.Thread(
                     target=self._run, name="toolcore-publisher", daemon=True
                 )
@@ -88,7 +92,11 @@ class _Publisher:
         self._wake.set()
 
     def _run(self) -> None:
-        asyncio.run(self._loop())
+        try:
+            asyncio.run(self._loop())
+        except BaseException:  # noqa: BLE001 - a daemon thread dying with the interpreter
+            if not sys.is_finalizing():
+                logger.exception("the publisher thread stopped")
 
     async def _loop(self) -> None:
         layer = get_channel_layer()

@@ -93,3 +93,40 @@ def test_payload_is_stored_as_compact_json_text(user):
         cursor.execute(f"SELECT {cast} FROM {table} WHERE id = %s", [event.pk])
         (stored,) = cursor.fetchone()
     assert stored == '{"messageId":"m","content":[{"type":"text","text":"héllo 世界 🎉"}]}'
+
+
+@pytest.mark.django_db
+def test_a_replay_page_equals_the_live_wire_shape_to_the_byte(user):
+    """The page passes stored text through and formats times in SQL; it must equal event_wire."""
+    import datetime as dt
+    import json as jsonlib
+
+    from conversations.selectors import events_page_json
+    from conversations.shapes import event_wire
+
+    conversation = new_conversation(user)
+    micro = [0, 1, 999, 139_999, 140_000, 500_500, 999_999]
+    with transaction.atomic():
+        for i, us in enumerate(micro):
+            event = event_append(
+                conversation_id=conversation.pk,
+                type="tool_call_response" if i % 2 else "user_message",
+                payload={
+                    "messageId": f"m{i}",
+                    "content": [{"type": "text", "text": 'é 世界 🎉 "q" \\ end'}],
+                },
+                turn_id=None,
+                tool_call_id="6f6c6f63-6f72-4500-8000-746f6f6c6361" if i == 1 else None,
+            )
+            stamp = dt.datetime(2026, 11, 29, 18, 0, i, us, tzinfo=dt.UTC)
+            ConversationEvent.objects.filter(pk=event.pk).update(created_at=stamp)
+    page = events_page_json(user, conversation.pk, after=0, limit=100)
+    expected = [
+        event_wire(e)
+        for e in ConversationEvent.objects.filter(conversation=conversation).order_by("sequence")
+    ]
+    assert jsonlib.loads(page)["events"] == expected
+    compact = ",".join(
+        jsonlib.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in expected
+    )
+    assert page.startswith('{"events":[' + compact + "]")
