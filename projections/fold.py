@@ -33,19 +33,19 @@ KINDS = frozenset(
         "other",
     }
 )
-STATUSES = frozenset(
-    {
-        "pending",
-        "awaiting_approval",
-        "in_progress",
-        "awaiting_input",
-        "completed",
-        "failed",
-        "declined",
-        "cancelled",
-        "indeterminate",
-    }
+# In lifecycle order (admin filters and docs list them so).
+STATUS_ORDER = (
+    "pending",
+    "awaiting_approval",
+    "in_progress",
+    "awaiting_input",
+    "completed",
+    "failed",
+    "declined",
+    "cancelled",
+    "indeterminate",
 )
+STATUSES = frozenset(STATUS_ORDER)
 FINAL_STATUSES = frozenset({"completed", "failed", "declined", "cancelled", "indeterminate"})
 # tools.md, host tool port: final states come only from settling.
 HOST_STATUSES = frozenset({"pending", "in_progress"})

@@ -37,7 +37,7 @@ import re
 from collections import deque
 from typing import Any, NamedTuple
 
-from projections.units import clean_text, size_words
+from projections.units import clean_text, line_count, path_text, size_words, utf8_len, utf8_prefix
 
 ELLIPSIS = "…"
 
@@ -297,7 +297,7 @@ def project_process(
         text = clean_text(b"".join(scan.small).decode("utf-8", "replace")) or "(no output)"
         if needed:
             text += ("" if text.endswith("\n") else "\n") + status
-        if _line_count(text) <= PROCESS_INLINE_LINES and _size(text) <= PROCESS_INLINE_BYTES:
+        if line_count(text) <= PROCESS_INLINE_LINES and utf8_len(text) <= PROCESS_INLINE_BYTES:
             return text
     total = scan.lines
     head = scan.head[: min(HEAD_LINES, total)]
@@ -310,7 +310,7 @@ def project_process(
     if not_stored_bytes > 0:
         first += f" Capture stopped at 16 MiB; {size_words(not_stored_bytes)} not stored."
     last = (
-        f"Full output: {_path_text(path)} "
+        f"Full output: {path_text(path)} "
         "(read it with offset/limit or grep it; do not rerun the command)."
     )
     return _summary(first, last, total, head, diagnostics, tail)
@@ -353,7 +353,7 @@ def _summary(
             cap = _entry_cap(list(entries.values()), fixed()[1])
     cap = cap or ENTRY_MIN_BYTES
     body = b"".join(
-        (e if len(e) <= cap else _prefix(e, cap - 3) + ELLIPSIS.encode()) + b"\n"
+        (e if len(e) <= cap else utf8_prefix(e, cap - 3) + ELLIPSIS.encode()) + b"\n"
         for _, e in sorted(entries.items())
     )
     return (fixed()[0] + body).decode() + last
@@ -364,7 +364,7 @@ def _entry_cap(entries: list[bytes], fixed: int) -> int | None:
 
     def size(cap: int) -> int:
         return fixed + sum(
-            len(e) if len(e) <= cap else len(_prefix(e, cap - 3)) + 3 for e in entries
+            len(e) if len(e) <= cap else len(utf8_prefix(e, cap - 3)) + 3 for e in entries
         )
 
     if size(ENTRY_MAX_BYTES) <= SUMMARY_MAX_BYTES:
@@ -382,26 +382,3 @@ def _entry_cap(entries: list[bytes], fixed: int) -> int | None:
 
 
 # --- text helpers (UTF-8 bytes, README lines) ---------------------------------------------------
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _line_count(text: str) -> int:
-    """Lines by the README rule."""
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-
-
-def _prefix(data: bytes, limit: int) -> bytes:
-    """Longest prefix of UTF-8 ``data`` of at most ``limit`` bytes that splits no code point."""
-    if len(data) <= limit:
-        return data
-    cut = max(limit, 0)
-    while cut > 0 and data[cut] & 0xC0 == 0x80:
-        cut -= 1
-    return data[:cut]
-
-
-def _path_text(path: str | os.PathLike[str]) -> str:
-    return clean_text(os.fsdecode(path))

@@ -62,7 +62,7 @@ from projections.process import (  # re-exported: the spec names result.py as th
     TAIL_LINES,
     project_process,
 )
-from projections.units import clean_text, size_words
+from projections.units import clean_text, line_count, path_text, size_words, utf8_len, utf8_prefix
 
 __all__ = [
     "CHUNK_BYTES",
@@ -129,15 +129,6 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def _size(text: str) -> int:
-    return len(_utf8(text))
-
-
-def _line_count(text: str) -> int:
-    """Lines by the README rule."""
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-
-
 def _lines(text: str) -> list[str]:
     """The README lines of ``text``, each without the ``\\r`` of a ``\\r\\n`` break."""
     if not text:
@@ -150,16 +141,6 @@ def _lines(text: str) -> list[str]:
         if part.endswith("\r") and (i < last or text.endswith("\n")):
             parts[i] = part[:-1]
     return parts
-
-
-def _prefix(data: bytes, limit: int) -> bytes:
-    """Longest prefix of UTF-8 ``data`` of at most ``limit`` bytes that splits no code point."""
-    if len(data) <= limit:
-        return data
-    cut = max(limit, 0)
-    while cut > 0 and data[cut] & 0xC0 == 0x80:
-        cut -= 1
-    return data[:cut]
 
 
 def _suffix(data: bytes, limit: int) -> bytes:
@@ -178,15 +159,15 @@ def _decode(data: bytes) -> str:
 
 def _cut_head(text: str, *, max_lines: int, max_bytes: int) -> str:
     """``text`` within ``max_lines`` / ``max_bytes``, keeping its start and ending with ``…``."""
-    if _line_count(text) <= max_lines and _size(text) <= max_bytes:
+    if line_count(text) <= max_lines and utf8_len(text) <= max_bytes:
         return text
     kept = "\n".join(text.split("\n")[: max(max_lines, 1)])
-    return _decode(_prefix(_utf8(kept), max_bytes - 3)) + ELLIPSIS
+    return _decode(utf8_prefix(_utf8(kept), max_bytes - 3)) + ELLIPSIS
 
 
 def _cut_tail(text: str, *, max_lines: int, max_bytes: int) -> str:
     """``text`` within ``max_lines`` / ``max_bytes``, keeping its end behind a leading ``…``."""
-    if _line_count(text) <= max_lines and _size(text) <= max_bytes:
+    if line_count(text) <= max_lines and utf8_len(text) <= max_bytes:
         return text
     kept = "\n".join(text.split("\n")[-max(max_lines, 1) :])
     return ELLIPSIS + _decode(_suffix(_utf8(kept), max_bytes - 3))
@@ -199,10 +180,6 @@ def _profile(profile: str | Profile) -> Profile:
         return PROFILES[profile]
     except KeyError:
         raise ValueError(f"unknown result profile {profile!r}") from None
-
-
-def _path_text(path: str | os.PathLike[str]) -> str:
-    return clean_text(os.fsdecode(path))
 
 
 # --- terminal outcomes ------------------------------------------------------------------------
@@ -259,8 +236,8 @@ def project_terminal(
     others = "\n".join(lines)
     reason = _cut_tail(
         clean_text(reason),
-        max_lines=profile.overflow_lines - _line_count(others),
-        max_bytes=profile.overflow_bytes - _size(others) - len("\nReason: "),
+        max_lines=profile.overflow_lines - line_count(others),
+        max_bytes=profile.overflow_bytes - utf8_len(others) - len("\nReason: "),
     )
     lines.insert(2, f"Reason: {reason}")
     return "\n".join(lines)
@@ -293,7 +270,7 @@ def project_text(
     p = _profile(profile)
     if p.strategy not in ("head", "tail", "continuation_aware"):
         raise ValueError(f"profile {p.name!r} is not line-based ({p.strategy})")
-    if _line_count(text) <= p.inline_lines and _size(text) <= p.inline_bytes:
+    if line_count(text) <= p.inline_lines and utf8_len(text) <= p.inline_bytes:
         return text
     if p.strategy == "continuation_aware":
         numbered = _numbered_lines(text)
@@ -301,7 +278,7 @@ def project_text(
             return _continuation(*numbered, p)
     index = _artifact_index(list(artifacts), p) if p.artifact_index else []
     return _lines_window(
-        _lines(text), p, _path_text(path), from_end=p.strategy == "tail", trailer=index
+        _lines(text), p, path_text(path), from_end=p.strategy == "tail", trailer=index
     )
 
 
@@ -315,24 +292,24 @@ def _lines_window(
         return f"Showing lines {first}-{last} of {total}. Full result: {path}."
 
     room_lines = p.overflow_lines - 1 - len(trailer)
-    room_bytes = p.overflow_bytes - sum(_size(t) + 1 for t in trailer)
+    room_bytes = p.overflow_bytes - sum(utf8_len(t) + 1 for t in trailer)
     shown: list[str] = []
     used = 0
     for line in reversed(lines) if from_end else lines:
-        cost = used + _size(line) + 1
-        if len(shown) + 1 > room_lines or cost + _size(footer(len(shown) + 1)) > room_bytes:
+        cost = used + utf8_len(line) + 1
+        if len(shown) + 1 > room_lines or cost + utf8_len(footer(len(shown) + 1)) > room_bytes:
             break
         shown.append(line)
         used = cost
     if not shown and lines and room_lines >= 1:
-        room = room_bytes - _size(footer(1)) - 1
+        room = room_bytes - utf8_len(footer(1)) - 1
         if room >= 4:  # room for at least one byte and "…"
             line = lines[-1] if from_end else lines[0]
             data = _utf8(line)
             cut = (
                 ELLIPSIS + _decode(_suffix(data, room - 3))
                 if from_end
-                else _decode(_prefix(data, room - 3)) + ELLIPSIS
+                else _decode(utf8_prefix(data, room - 3)) + ELLIPSIS
             )
             shown.append(cut)
     if from_end:
@@ -367,12 +344,12 @@ def _continuation(numbered: list[tuple[int, str]], total: int, p: Profile) -> st
         return f"Range: lines {start}-{last} of {total}. Continue with offset={last + 1}."
 
     def cost(text: str) -> int:
-        return _size(text) + 1 if text else 0
+        return utf8_len(text) + 1 if text else 0
 
     shown: list[str] = []
     used = 0
     for number, line in numbered:
-        more = used + _size(line) + 1
+        more = used + utf8_len(line) + 1
         closing = range_line(number)
         if len(shown) + 1 + (1 if closing else 0) > p.overflow_lines:
             break
@@ -383,7 +360,7 @@ def _continuation(numbered: list[tuple[int, str]], total: int, p: Profile) -> st
     last = numbered[len(shown) - 1][0] if shown else start
     if not shown:
         room = p.overflow_bytes - cost(range_line(start))
-        shown.append(_decode(_prefix(_utf8(numbered[0][1]), max(room - 3, 0))) + ELLIPSIS)
+        shown.append(_decode(utf8_prefix(_utf8(numbered[0][1]), max(room - 3, 0))) + ELLIPSIS)
     closing = range_line(last)
     return "\n".join([*shown, closing] if closing else shown)
 
@@ -394,7 +371,9 @@ def _artifact_index(artifacts: list[Mapping[str, Any]], p: Profile) -> list[str]
         return []
     opening, closing = "Artifacts:", "Inspect them with read or grep; do not rerun the tool."
     room_lines = p.overflow_lines // ARTIFACT_INDEX_SHARE - 2
-    room_bytes = p.overflow_bytes // ARTIFACT_INDEX_SHARE - _size(opening) - _size(closing) - 2
+    room_bytes = (
+        p.overflow_bytes // ARTIFACT_INDEX_SHARE - utf8_len(opening) - utf8_len(closing) - 2
+    )
     listed: list[str] = []
     for i, a in enumerate(artifacts):
         size = a.get("size")
@@ -402,13 +381,13 @@ def _artifact_index(artifacts: list[Mapping[str, Any]], p: Profile) -> list[str]
         line = clean_text(f"- {a.get('label')} ({a.get('kind')}, {words}): {a.get('path')}")
         left = len(artifacts) - i - 1
         more = f"- {left} more artifact{'s' if left != 1 else ''} not listed." if left else ""
-        need = _size(line) + 1 + (_size(more) + 1 if more else 0)
+        need = utf8_len(line) + 1 + (utf8_len(more) + 1 if more else 0)
         if len(listed) + 1 + (1 if more else 0) > room_lines or need > room_bytes:
             unlisted = len(artifacts) - i
             listed.append(f"- {unlisted} more artifact{'s' if unlisted != 1 else ''} not listed.")
             break
         listed.append(line)
-        room_bytes -= _size(line) + 1
+        room_bytes -= utf8_len(line) + 1
     return [opening, *listed, closing]
 
 
@@ -451,21 +430,19 @@ def project_items(
     joined = "\n".join(items)
     if (
         (p.inline_items is None or len(items) <= p.inline_items)
-        and _line_count(joined) <= p.inline_lines
-        and _size(joined) <= p.inline_bytes
+        and line_count(joined) <= p.inline_lines
+        and utf8_len(joined) <= p.inline_bytes
     ):
         return joined
     singular, plural = _noun_forms(noun)
     count = len(items)
     word = singular if count == 1 else plural
-    path_text = _path_text(path)
+    where = path_text(path)
 
     def footer(shown: int) -> str:
-        return (
-            f"Showing {shown} of {count} {word}; {count - shown} omitted. Full result: {path_text}."
-        )
+        return f"Showing {shown} of {count} {word}; {count - shown} omitted. Full result: {where}."
 
-    widest = _size(footer(count)) + len(str(count)) - 1  # "O" with as many digits as N
+    widest = utf8_len(footer(count)) + len(str(count)) - 1  # "O" with as many digits as N
     room_bytes = p.overflow_bytes - widest
     room_lines = p.overflow_lines - 1
     room_items = count if p.overflow_items is None else p.overflow_items
@@ -473,7 +450,7 @@ def project_items(
     for item in items:
         if len(shown) == room_items:
             break
-        size, lines = _size(item) + 1, item.count("\n") + 1
+        size, lines = utf8_len(item) + 1, item.count("\n") + 1
         if size <= room_bytes and lines <= room_lines:
             shown.append(item)
             room_bytes -= size

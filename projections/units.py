@@ -5,6 +5,7 @@ Pure Python, no Django: see docs/architecture.md.
 
 from __future__ import annotations
 
+import os
 import re
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -49,3 +50,28 @@ def clean_json(value: object) -> object:
     if isinstance(value, list):
         return [clean_json(v) for v in value]
     return value
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 size of ``text`` (a lone surrogate counts 3, as ``surrogatepass`` writes it)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def line_count(text: str) -> int:
+    """Lines by the README rule: k ``\\n`` make k lines when the text ends with one, else k + 1."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def utf8_prefix(data: bytes, limit: int) -> bytes:
+    """Longest prefix of UTF-8 ``data`` of at most ``limit`` bytes that splits no code point."""
+    if len(data) <= limit:
+        return data
+    cut = max(limit, 0)
+    while cut > 0 and data[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return data[:cut]
+
+
+def path_text(path: str | os.PathLike[str]) -> str:
+    """A file path as text that may be stored and sent."""
+    return clean_text(os.fsdecode(path))

@@ -64,14 +64,9 @@ class ProcessStatus(models.TextChoices):
     LOST = "lost"
 
 
-class AsyncRun(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    conversation = models.ForeignKey(
-        "conversations.Conversation", on_delete=models.CASCADE, related_name="async_runs"
-    )
-    tool_call_id = models.UUIDField(db_index=True)
-    command = models.TextField()
-    cwd = models.CharField(max_length=1024)
+class ProcessRecord(models.Model):
+    """What a background process's row holds whatever started it (a call or the workbench)."""
+
     status = models.CharField(
         max_length=8, choices=ProcessStatus.choices, default=ProcessStatus.RUNNING
     )
@@ -80,11 +75,24 @@ class AsyncRun(models.Model):
     pid = models.IntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class AsyncRun(ProcessRecord):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        "conversations.Conversation", on_delete=models.CASCADE, related_name="async_runs"
+    )
+    tool_call_id = models.UUIDField(db_index=True)
+    command = models.TextField()
+    cwd = models.CharField(max_length=1024)
     # Sequence of its async_bash_event; null while running.
     notice_sequence = models.PositiveBigIntegerField(null=True, blank=True)
     acknowledged = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-started_at"]
@@ -98,7 +106,7 @@ class AsyncRun(models.Model):
         return f"async run {self.id} ({self.status})"
 
 
-class Launch(models.Model):
+class Launch(ProcessRecord):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="launches"
@@ -106,16 +114,6 @@ class Launch(models.Model):
     name = models.CharField(max_length=200)
     command = models.TextField()
     cwd = models.CharField(max_length=1024, blank=True, default="")
-    status = models.CharField(
-        max_length=8, choices=ProcessStatus.choices, default=ProcessStatus.RUNNING
-    )
-    exit_code = models.IntegerField(null=True, blank=True)
-    signal = models.CharField(max_length=16, blank=True, default="")
-    pid = models.IntegerField(null=True, blank=True)
-    started_at = models.DateTimeField()
-    finished_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-started_at"]

@@ -6,6 +6,8 @@ from django.contrib import admin
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from projections.fold import STATUS_ORDER
+
 from ..models import ConversationEvent, ToolCall
 from .common import json_text
 
@@ -36,17 +38,7 @@ class ActivityStatusFilter(admin.SimpleListFilter):
 
     title = "status (outcome)"
     parameter_name = "status"
-    STATUSES = (
-        "pending",
-        "awaiting_approval",
-        "in_progress",
-        "awaiting_input",
-        "completed",
-        "failed",
-        "declined",
-        "cancelled",
-        "indeterminate",
-    )
+    STATUSES = STATUS_ORDER
 
     def lookups(self, request, model_admin):
         return [(s, s.replace("_", " ")) for s in self.STATUSES]
