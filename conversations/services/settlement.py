@@ -8,7 +8,6 @@ the final activity; publications follow the commit.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -17,8 +16,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from projections.fold import status_for_state
@@ -29,7 +27,7 @@ from tools.catalog import tool_spec
 
 from ..errors import NotFound, StaleClaim
 from ..fields import dumps
-from ..models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall, Turn
+from ..models import Asset, ConversationEvent, ToolCall, Turn
 from ..shapes import iso
 from ..storage import (
     FileExistsDifferent,
@@ -42,28 +40,21 @@ from .activity import activity_fold, status_update
 from .calls import call_removed
 from .events import event_append
 from .publish import Message, publish_on_commit
+from .settlement_sql import (
+    ClaimGuard,
+    GenerationGuard,
+    Guard,
+    SettlingCall,
+    call_delete_guarded,
+    guard_check,
+    settling_call_load,
+)
 from .transitions import check_settlement
 from .turns import turn_close
 
+__all__ = ["AttemptFile", "ClaimGuard", "GenerationGuard", "call_settle"]
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ClaimGuard:
-    """A handler or host settling: holds the claim ``token`` of ``generation`` (fencing)."""
-
-    token: UUID | str
-    generation: int
-
-
-@dataclass(frozen=True)
-class GenerationGuard:
-    """Cancel, end of turn, recovery, resolutions: compare-and-set on the generation read."""
-
-    generation: int
-
-
-Guard = ClaimGuard | GenerationGuard
 
 
 @dataclass(frozen=True)
@@ -84,155 +75,7 @@ class _Prepared:
     arguments: Any = None
 
 
-_USER = get_user_model()
-_LOAD_SQL = (
-    "SELECT c.id, c.conversation_id, c.turn_id, c.state, c.generation, c.attempt, c.tool_name, "
-    "c.arguments, c.provider_call_id, c.content_index, c.origin, c.supervision, c.interaction, "
-    "c.resolved_interaction, c.resolution, c.resolution_request_id, c.permission_refused, "
-    f"cl.token, t.origin, e.sequence, u.{_USER._meta.get_field(_USER.USERNAME_FIELD).column}, a.rev, a.state_json, a.payload_json "
-    f"FROM {ToolCall._meta.db_table} c JOIN {Turn._meta.db_table} t ON t.id = c.turn_id "
-    f"LEFT JOIN {ExecutionClaim._meta.db_table} cl ON cl.call_id = c.id "
-    f"LEFT JOIN {ConversationEvent._meta.db_table} e ON e.id = c.assistant_event_id "
-    f"LEFT JOIN {_USER._meta.db_table} u ON u.{_USER._meta.pk.column} = c.resolved_by_id "
-    f"LEFT JOIN {ToolActivity._meta.db_table} a ON a.tool_call_id = c.id "
-    "WHERE c.id = %s"
-)
-
-
-def _json_column(value: Any) -> Any:
-    """A JSON column read by a cursor: text on SQLite, already decoded by psycopg."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _uuid_column(value: Any) -> UUID | None:
-    return None if value is None else UUID(str(value))
-
-
-@dataclass
-class _Call:
-    """What settlement needs of an unfinished call, its claim, turn, message, resolver and
-    activity, read in one statement (a 4-way ``select_related`` costs ~10x more here)."""
-
-    id: UUID
-    conversation_id: UUID
-    turn_id: UUID
-    state: str
-    generation: int
-    attempt: int
-    tool_name: str
-    arguments: Any
-    provider_call_id: str
-    content_index: int | None
-    origin: str
-    supervision: Any
-    interaction: Any
-    resolved_interaction: Any
-    resolution: Any
-    resolution_request_id: str | None
-    permission_refused: bool
-    claim_token: UUID | None
-    turn_origin: str
-    assistant_sequence: int | None
-    resolved_by_name: str | None
-    activity_rev: int | None
-    activity_state: dict[str, Any] | None
-
-
-def _load_call(call_id: Any) -> _Call | None:
-    try:
-        pk = ToolCall._meta.pk.get_db_prep_value(call_id, connection)
-    except (ValueError, TypeError):
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute(_LOAD_SQL, [pk])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    (cid, conversation_id, turn_id, state, generation, attempt, tool_name, arguments,
-     provider_call_id, content_index, origin, supervision, interaction, resolved_interaction,
-     resolution, request_id, refused, token, turn_origin, sequence, by_name, rev, small,
-     payload) = row  # fmt: skip
-    return _Call(
-        id=UUID(str(cid)),
-        conversation_id=UUID(str(conversation_id)),
-        turn_id=UUID(str(turn_id)),
-        state=state,
-        generation=generation,
-        attempt=attempt,
-        tool_name=tool_name,
-        arguments=_json_column(arguments),
-        provider_call_id=provider_call_id,
-        content_index=content_index,
-        origin=origin,
-        supervision=_json_column(supervision),
-        interaction=_json_column(interaction),
-        resolved_interaction=_json_column(resolved_interaction),
-        resolution=_json_column(resolution),
-        resolution_request_id=request_id,
-        permission_refused=bool(refused),
-        claim_token=_uuid_column(token),
-        turn_origin=turn_origin,
-        assistant_sequence=sequence,
-        resolved_by_name=by_name,
-        activity_rev=rev,
-        activity_state=None if rev is None else {**_json_column(small), **_json_column(payload)},
-    )
-
-
-def _maybe_uuid(value: Any) -> UUID | None:
-    try:
-        return UUID(str(value))
-    except ValueError:
-        return None
-
-
-def _check_guard(call: _Call, guard: Guard) -> None:
-    """The guard on a row read without a lock (before preparing): fail early, write nothing."""
-    token = call.claim_token if call.state == ToolCall.State.RUNNING else None
-    if isinstance(guard, ClaimGuard):
-        if (
-            token is None
-            or call.generation != guard.generation
-            or token != _maybe_uuid(guard.token)
-        ):
-            raise StaleClaim("This claim no longer holds the call.")
-    elif call.generation != guard.generation:
-        raise StaleClaim("The call changed since it was read.")
-
-
-_CALLS = ToolCall._meta.db_table
-_CLAIMS = ExecutionClaim._meta.db_table
-
-
-def _delete_guarded(call: _Call, guard: Guard) -> None:
-    """Delete the row (and its claim) only if the guard still holds: the compare-and-set of
-    settlement. On PostgreSQL the DELETE takes the row lock; a loser finds no row."""
-    pk = ToolCall._meta.pk.get_db_prep_value(call.id, connection)
-    with connection.cursor() as cursor:
-        if isinstance(guard, ClaimGuard):
-            token = ExecutionClaim._meta.get_field("token").get_db_prep_value(
-                guard.token, connection
-            )
-            cursor.execute(
-                f"DELETE FROM {_CLAIMS} WHERE call_id = %s AND token = %s AND generation = %s",
-                [pk, token, guard.generation],
-            )
-            if cursor.rowcount != 1:
-                raise StaleClaim("This claim no longer holds the call.")
-            cursor.execute(
-                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s AND state = %s",
-                [pk, guard.generation, ToolCall.State.RUNNING],
-            )
-        else:
-            cursor.execute(f"DELETE FROM {_CLAIMS} WHERE call_id = %s", [pk])
-            cursor.execute(
-                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s", [pk, guard.generation]
-            )
-        if cursor.rowcount != 1:
-            raise StaleClaim("The call changed or settled meanwhile.")
-
-
-def _resource(call: _Call) -> str | None:
+def _resource(call: SettlingCall) -> str | None:
     spec = tool_spec(call.tool_name)
     args = call.arguments if isinstance(call.arguments, dict) else {}
     if spec.subject == "command":
@@ -242,7 +85,7 @@ def _resource(call: _Call) -> str | None:
     return None
 
 
-def _asset(call: _Call, path: Path, kind: str, media_type: str, truncated: bool) -> Asset:
+def _asset(call: SettlingCall, path: Path, kind: str, media_type: str, truncated: bool) -> Asset:
     return Asset(
         id=uuid.uuid4(),
         conversation_id=call.conversation_id,
@@ -257,7 +100,7 @@ def _asset(call: _Call, path: Path, kind: str, media_type: str, truncated: bool)
 
 
 def _prepare(
-    call: _Call,
+    call: SettlingCall,
     *,
     outcome: str,
     result: Any,
@@ -343,12 +186,12 @@ def call_settle(
     ``text``/``items``/``process`` are what the model projection summarises; ``reason`` the
     message of a terminal outcome.
     """
-    call = _load_call(call_id)
+    call = settling_call_load(call_id)
     if call is None:
         if ConversationEvent.objects.filter(tool_call_id=call_id).exists():
             raise StaleClaim("The call has already settled.")
         raise NotFound("Tool call not found.")
-    _check_guard(call, guard)
+    guard_check(call, guard)
     refused = call.permission_refused if permission_refused is None else permission_refused
     check_settlement(call.state, outcome, permission_refused=refused)
     try:
@@ -395,7 +238,7 @@ def call_settle(
 
 
 def _commit(
-    call: _Call,
+    call: SettlingCall,
     guard: Guard,
     payload: dict[str, Any],
     prepared: _Prepared,
@@ -411,7 +254,7 @@ def _commit(
         tool_call_id=call.id,
         messages=messages,
     )
-    _delete_guarded(call, guard)
+    call_delete_guarded(call, guard)
     if prepared.assets:
         for asset in prepared.assets:
             asset.event = event
@@ -444,7 +287,7 @@ def _commit(
 
 
 def _response_payload(
-    call: _Call,
+    call: SettlingCall,
     *,
     outcome: str,
     prepared: _Prepared,

@@ -1,0 +1,185 @@
+"""The explicit SQL of settlement's hot path: one read of everything a settlement needs, and
+the guarded DELETE that is its compare-and-set.
+
+Explicit because it is the hottest write path: a 4-way ``select_related`` read cost ~5 ms here
+against ~0.7 ms for this statement, and a locking read before the delete one more round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from ..errors import StaleClaim
+from ..models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall, Turn
+
+
+@dataclass(frozen=True)
+class ClaimGuard:
+    """A handler or host settling: holds the claim ``token`` of ``generation`` (fencing)."""
+
+    token: UUID | str
+    generation: int
+
+
+@dataclass(frozen=True)
+class GenerationGuard:
+    """Cancel, end of turn, recovery, resolutions: compare-and-set on the generation read."""
+
+    generation: int
+
+
+Guard = ClaimGuard | GenerationGuard
+
+
+_USER = get_user_model()
+_LOAD_SQL = (
+    "SELECT c.id, c.conversation_id, c.turn_id, c.state, c.generation, c.attempt, c.tool_name, "
+    "c.arguments, c.provider_call_id, c.content_index, c.origin, c.supervision, c.interaction, "
+    "c.resolved_interaction, c.resolution, c.resolution_request_id, c.permission_refused, "
+    f"cl.token, t.origin, e.sequence, u.{_USER._meta.get_field(_USER.USERNAME_FIELD).column}, a.rev, a.state_json, a.payload_json "
+    f"FROM {ToolCall._meta.db_table} c JOIN {Turn._meta.db_table} t ON t.id = c.turn_id "
+    f"LEFT JOIN {ExecutionClaim._meta.db_table} cl ON cl.call_id = c.id "
+    f"LEFT JOIN {ConversationEvent._meta.db_table} e ON e.id = c.assistant_event_id "
+    f"LEFT JOIN {_USER._meta.db_table} u ON u.{_USER._meta.pk.column} = c.resolved_by_id "
+    f"LEFT JOIN {ToolActivity._meta.db_table} a ON a.tool_call_id = c.id "
+    "WHERE c.id = %s"
+)
+
+
+def _json_column(value: Any) -> Any:
+    """A JSON column read by a cursor: text on SQLite, already decoded by psycopg."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _uuid_column(value: Any) -> UUID | None:
+    return None if value is None else UUID(str(value))
+
+
+@dataclass
+class SettlingCall:
+    """What settlement needs of an unfinished call, its claim, turn, message, resolver and
+    activity, read in one statement (a 4-way ``select_related`` costs ~10x more here)."""
+
+    id: UUID
+    conversation_id: UUID
+    turn_id: UUID
+    state: str
+    generation: int
+    attempt: int
+    tool_name: str
+    arguments: Any
+    provider_call_id: str
+    content_index: int | None
+    origin: str
+    supervision: Any
+    interaction: Any
+    resolved_interaction: Any
+    resolution: Any
+    resolution_request_id: str | None
+    permission_refused: bool
+    claim_token: UUID | None
+    turn_origin: str
+    assistant_sequence: int | None
+    resolved_by_name: str | None
+    activity_rev: int | None
+    activity_state: dict[str, Any] | None
+
+
+def settling_call_load(call_id: Any) -> SettlingCall | None:
+    try:
+        pk = ToolCall._meta.pk.get_db_prep_value(call_id, connection)
+    except (ValueError, TypeError):
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD_SQL, [pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    (cid, conversation_id, turn_id, state, generation, attempt, tool_name, arguments,
+     provider_call_id, content_index, origin, supervision, interaction, resolved_interaction,
+     resolution, request_id, refused, token, turn_origin, sequence, by_name, rev, small,
+     payload) = row  # fmt: skip
+    return SettlingCall(
+        id=UUID(str(cid)),
+        conversation_id=UUID(str(conversation_id)),
+        turn_id=UUID(str(turn_id)),
+        state=state,
+        generation=generation,
+        attempt=attempt,
+        tool_name=tool_name,
+        arguments=_json_column(arguments),
+        provider_call_id=provider_call_id,
+        content_index=content_index,
+        origin=origin,
+        supervision=_json_column(supervision),
+        interaction=_json_column(interaction),
+        resolved_interaction=_json_column(resolved_interaction),
+        resolution=_json_column(resolution),
+        resolution_request_id=request_id,
+        permission_refused=bool(refused),
+        claim_token=_uuid_column(token),
+        turn_origin=turn_origin,
+        assistant_sequence=sequence,
+        resolved_by_name=by_name,
+        activity_rev=rev,
+        activity_state=None if rev is None else {**_json_column(small), **_json_column(payload)},
+    )
+
+
+def _maybe_uuid(value: Any) -> UUID | None:
+    try:
+        return UUID(str(value))
+    except ValueError:
+        return None
+
+
+def guard_check(call: SettlingCall, guard: Guard) -> None:
+    """The guard on a row read without a lock (before preparing): fail early, write nothing."""
+    token = call.claim_token if call.state == ToolCall.State.RUNNING else None
+    if isinstance(guard, ClaimGuard):
+        if (
+            token is None
+            or call.generation != guard.generation
+            or token != _maybe_uuid(guard.token)
+        ):
+            raise StaleClaim("This claim no longer holds the call.")
+    elif call.generation != guard.generation:
+        raise StaleClaim("The call changed since it was read.")
+
+
+_CALLS = ToolCall._meta.db_table
+_CLAIMS = ExecutionClaim._meta.db_table
+
+
+def call_delete_guarded(call: SettlingCall, guard: Guard) -> None:
+    """Delete the row (and its claim) only if the guard still holds: the compare-and-set of
+    settlement. On PostgreSQL the DELETE takes the row lock; a loser finds no row."""
+    pk = ToolCall._meta.pk.get_db_prep_value(call.id, connection)
+    with connection.cursor() as cursor:
+        if isinstance(guard, ClaimGuard):
+            token = ExecutionClaim._meta.get_field("token").get_db_prep_value(
+                guard.token, connection
+            )
+            cursor.execute(
+                f"DELETE FROM {_CLAIMS} WHERE call_id = %s AND token = %s AND generation = %s",
+                [pk, token, guard.generation],
+            )
+            if cursor.rowcount != 1:
+                raise StaleClaim("This claim no longer holds the call.")
+            cursor.execute(
+                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s AND state = %s",
+                [pk, guard.generation, ToolCall.State.RUNNING],
+            )
+        else:
+            cursor.execute(f"DELETE FROM {_CLAIMS} WHERE call_id = %s", [pk])
+            cursor.execute(
+                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s", [pk, guard.generation]
+            )
+        if cursor.rowcount != 1:
+            raise StaleClaim("The call changed or settled meanwhile.")
