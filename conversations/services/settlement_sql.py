@@ -157,29 +157,51 @@ _CALLS = ToolCall._meta.db_table
 _CLAIMS = ExecutionClaim._meta.db_table
 
 
+_DELETE_HELD = {
+    # PostgreSQL: one statement; the row goes only if its claim (token, generation) did.
+    "postgresql": (
+        f"WITH claim AS (DELETE FROM {_CLAIMS} WHERE call_id = %s AND token = %s "
+        f"AND generation = %s RETURNING call_id) "
+        f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s AND state = %s "
+        f"AND EXISTS (SELECT 1 FROM claim)"
+    ),
+    "sqlite": (
+        f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s AND state = %s AND EXISTS "
+        f"(SELECT 1 FROM {_CLAIMS} WHERE call_id = %s AND token = %s AND generation = %s)"
+    ),
+}
+_DELETE_READ = {
+    "postgresql": (
+        f"WITH claim AS (DELETE FROM {_CLAIMS} WHERE call_id = %s) "
+        f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s"
+    ),
+    "sqlite": f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s",
+}
+
+
 def call_delete_guarded(call: SettlingCall, guard: Guard) -> None:
     """Delete the row (and its claim) only if the guard still holds: the compare-and-set of
-    settlement. On PostgreSQL the DELETE takes the row lock; a loser finds no row."""
+    settlement. On PostgreSQL the DELETE takes the row lock; a loser finds no row and raises
+    ``StaleClaim``, which rolls the whole settlement back."""
     pk = ToolCall._meta.pk.get_db_prep_value(call.id, connection)
+    vendor = "postgresql" if connection.vendor == "postgresql" else "sqlite"
     with connection.cursor() as cursor:
         if isinstance(guard, ClaimGuard):
             token = ExecutionClaim._meta.get_field("token").get_db_prep_value(
                 guard.token, connection
             )
+            row = [pk, guard.generation, ToolCall.State.RUNNING]
+            claim = [pk, token, guard.generation]
             cursor.execute(
-                f"DELETE FROM {_CLAIMS} WHERE call_id = %s AND token = %s AND generation = %s",
-                [pk, token, guard.generation],
-            )
-            if cursor.rowcount != 1:
-                raise StaleClaim("This claim no longer holds the call.")
-            cursor.execute(
-                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s AND state = %s",
-                [pk, guard.generation, ToolCall.State.RUNNING],
+                _DELETE_HELD[vendor], claim + row if vendor == "postgresql" else row + claim
             )
         else:
-            cursor.execute(f"DELETE FROM {_CLAIMS} WHERE call_id = %s", [pk])
             cursor.execute(
-                f"DELETE FROM {_CALLS} WHERE id = %s AND generation = %s", [pk, guard.generation]
+                _DELETE_READ[vendor],
+                [pk, pk, guard.generation][-3 if vendor == "postgresql" else -2 :],
             )
-        if cursor.rowcount != 1:
-            raise StaleClaim("The call changed or settled meanwhile.")
+        deleted = cursor.rowcount
+        if deleted == 1 and vendor == "sqlite":
+            cursor.execute(f"DELETE FROM {_CLAIMS} WHERE call_id = %s", [pk])
+    if deleted != 1:
+        raise StaleClaim("This claim no longer holds the call, or the call changed meanwhile.")
