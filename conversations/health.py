@@ -8,13 +8,19 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
+
+from .fields import dumps
+
+
+def _json(body: dict, status: int = 200) -> HttpResponse:
+    return HttpResponse(dumps(body), status=status, content_type="application/json")
 
 
 @require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"status": "ok"})
+def healthz(request: HttpRequest) -> HttpResponse:
+    return _json({"status": "ok"})
 
 
 async def _layer_round_trip() -> None:
@@ -29,7 +35,7 @@ async def _layer_round_trip() -> None:
 
 
 @require_GET
-def readyz(request: HttpRequest) -> JsonResponse:
+def readyz(request: HttpRequest) -> HttpResponse:
     checks: dict[str, str] = {}
     try:
         connection = connections[DEFAULT_DB_ALIAS]
@@ -48,7 +54,5 @@ def readyz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:  # noqa: BLE001
         checks["channelLayer"] = f"error: {exc.__class__.__name__}"
     ready = all(value == "ok" for value in checks.values())
-    return JsonResponse(
-        {"status": "ready" if ready else "not_ready", "checks": checks},
-        status=200 if ready else 503,
-    )
+    body = {"status": "ready" if ready else "not_ready", "checks": checks}
+    return _json(body, 200 if ready else 503)

@@ -95,5 +95,4 @@ def asset_wire(asset: Asset, absolute_path: str) -> dict[str, Any]:
         "sha256": asset.sha256,
         "path": absolute_path,
         "truncated": asset.truncated,
-        "mediaType": asset.media_type,
     }

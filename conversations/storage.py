@@ -92,7 +92,7 @@ def resolve_workspace(owner_id: int | str, workspace: str) -> Path:
             field="workspace",
         )
     resolved = (root / workspace).resolve()
-    if resolved == root or not resolved.is_relative_to(root):
+    if not resolved.is_relative_to(root):
         raise ValidationFailed(
             "The workspace resolves outside your workspace root.", field="workspace"
         )

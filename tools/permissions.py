@@ -32,7 +32,7 @@ class Decision:
         rule = None
         if self.rule is not None:
             rule = {
-                "id": self.rule.pk,
+                "id": str(self.rule.pk),
                 "toolName": self.rule.tool_name,
                 "pattern": self.rule.pattern,
                 "decision": self.rule.decision,
@@ -42,7 +42,10 @@ class Decision:
 
 
 def specificity(pattern: str) -> int:
-    """Number of literal, non-wildcard characters of a glob."""
+    """Number of literal, non-wildcard characters of a glob; the empty pattern ranks below
+    every other (-1), so ``""`` never ties with ``"*"``."""
+    if pattern == "":
+        return -1
     return len(_WILDCARD.sub("", pattern))
 
 

@@ -86,7 +86,7 @@ def recover_call(*, call_id: UUID | str, force: bool = False) -> Action | None:
                 call_settle(call_id=call.pk, outcome="failed", guard=guard, reason=reason)
                 return Action(str(call.pk), "settled failed (attempts exhausted)")
             if _requeue(call):
-                return Action(str(call.pk), f"back to ready (attempt {call.attempt + 1})")
+                return Action(str(call.pk), f"back to ready (attempt {call.attempt})")
         elif call.state in (S.AWAITING_APPROVAL, S.AWAITING_INPUT) and call.resolution is not None:
             result = resolution_apply(call_id=call.pk)
             if result:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from ..errors import NotFound, StaleClaim
+from ..errors import InvalidTransition, NotFound, StaleClaim
 from ..models import ConversationEvent, ToolCall
 from .settlement import GenerationGuard, call_settle
 
@@ -31,11 +31,14 @@ def _recorded_outcome(call_id: UUID | str) -> str | None:
     return None if payload is None else payload["outcome"]
 
 
-def call_cancel(*, call_id: UUID | str, attempts: int = 3) -> dict[str, Any]:
+def call_cancel(
+    *, call_id: UUID | str, close_command_turn: bool = True, attempts: int = 3
+) -> dict[str, Any]:
     """Settle one unfinished call by the Cancel rules; a settled call answers its outcome.
 
-    Answers ``{outcome, alreadySettled}``. Races with a claim or another settlement are retried
-    on a fresh read of the row.
+    Answers ``{outcome, alreadySettled}``. Races with a claim, a move or another settlement are
+    retried on a fresh read of the row. ``close_command_turn=False`` keeps a command's turn
+    open (turn cancel leaves turns open; turn end closes with its own reason).
     """
     for _ in range(attempts):
         call = ToolCall.objects.filter(pk=call_id).first()
@@ -54,8 +57,9 @@ def call_cancel(*, call_id: UUID | str, attempts: int = 3) -> dict[str, Any]:
                 outcome=outcome,
                 guard=GenerationGuard(call.generation),
                 reason=reason,
+                close_command_turn=close_command_turn,
             )
-        except StaleClaim:
+        except (StaleClaim, InvalidTransition):
             continue
         return {"outcome": outcome, "alreadySettled": False}
     outcome = _recorded_outcome(call_id)

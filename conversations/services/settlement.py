@@ -45,6 +45,7 @@ from .settlement_sql import (
     GenerationGuard,
     Guard,
     SettlingCall,
+    assets_insert,
     call_delete_guarded,
     guard_check,
     settling_call_load,
@@ -179,6 +180,7 @@ def call_settle(
     resolved_by: Any = None,
     permission_refused: bool | None = None,
     extra: dict[str, Any] | None = None,
+    close_command_turn: bool = True,
 ) -> ConversationEvent:
     """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
 
@@ -220,7 +222,7 @@ def call_settle(
     messages: list[Message] = []
     try:
         with transaction.atomic():
-            event = _commit(call, guard, payload, prepared, text, messages)
+            event = _commit(call, guard, payload, prepared, text, messages, close_command_turn)
             publish_on_commit(messages)
     except IntegrityError as exc:
         # The unique tool_call_id: another settlement won between our guard and insert.
@@ -244,6 +246,7 @@ def _commit(
     prepared: _Prepared,
     text: str | None,
     messages: list[Message],
+    close_command_turn: bool,
 ) -> ConversationEvent:
     """The settlement transaction. Lock order: conversation row (sequence), then call row."""
     event = event_append(
@@ -255,10 +258,9 @@ def _commit(
         messages=messages,
     )
     call_delete_guarded(call, guard)
-    if prepared.assets:
-        for asset in prepared.assets:
-            asset.event = event
-        Asset.objects.bulk_create(prepared.assets)
+    for asset in prepared.assets:
+        asset.event = event
+    assets_insert(prepared.assets)
     status = status_for_state(payload["outcome"])
     update = status_update(call, status, finishedAt=iso(timezone.now()))
     if text is not None:
@@ -277,7 +279,8 @@ def _commit(
         messages=messages,
     )
     if (
-        call.turn_origin == Turn.Origin.COMMAND
+        close_command_turn
+        and call.turn_origin == Turn.Origin.COMMAND
         and not ToolCall.objects.filter(turn_id=call.turn_id).exists()
     ):
         turn = Turn.objects.filter(pk=call.turn_id, status=Turn.Status.OPEN).first()
@@ -317,8 +320,6 @@ def _response_payload(
         "assetIds": [str(a.id) for a in prepared.assets],
         "attempts": call.attempt,
     }
-    if prepared.arguments is None:
-        payload["argumentsOmitted"] = True
     if extra:
         payload.update(extra)
     return payload

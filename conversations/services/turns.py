@@ -41,7 +41,8 @@ def require_turn(conversation_id: UUID | str, turn_id: UUID | str) -> Turn:
 
 
 def turn_cancel(*, conversation_id: UUID | str, turn_id: UUID | str) -> dict[str, Any]:
-    """Settle every open call of the turn by the Cancel rules; the turn stays open."""
+    """Settle every open call of the turn by the Cancel rules; the turn stays open (a command's
+    turn too: ending it is the client's ``turn_end``)."""
     from .cancel import call_cancel
 
     turn = require_turn(conversation_id, turn_id)
@@ -49,7 +50,7 @@ def turn_cancel(*, conversation_id: UUID | str, turn_id: UUID | str) -> dict[str
     for call_id in (
         ToolCall.objects.filter(turn_id=turn.pk).order_by("created_at").values_list("id", flat=True)
     ):
-        answer = call_cancel(call_id=call_id)
+        answer = call_cancel(call_id=call_id, close_command_turn=False)
         results.append({"toolCallId": str(call_id), "outcome": answer["outcome"]})
     return {"turnId": str(turn.id), "results": results}
 

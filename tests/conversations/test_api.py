@@ -445,9 +445,7 @@ def test_create_conversation_shape_and_defaults(api, user):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(
-    "workspace", ["../x", "/abs", "a/../../x", "..", ".", "./", "/", "a/../.."]
-)
+@pytest.mark.parametrize("workspace", ["../x", "/abs", "a/../../x", "..", "/", "a/../.."])
 def test_a_workspace_outside_the_owners_root_is_422(api, user, other_user, workspace):
     response = api.post_json(f"{API}/conversations", {"workspace": workspace})
     assert_error(response, 422, "validation_error", field="workspace")
@@ -1491,3 +1489,12 @@ def test_turn_barrier_through_the_api(api, user):
     latest = _results(api, conversation, turn_id)
     assert [r["toolCallId"] for r in latest["results"]] == [str(later)]
     assert latest["results"][0]["contentIndex"] == 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("workspace", [".", "./", "a/.."])
+def test_the_owners_root_itself_is_a_valid_workspace(api, workspace):
+    """Not outside the root, so not refused (spec: only what resolves outside is 422)."""
+    response = api.post_json(f"{API}/conversations", {"workspace": workspace})
+    assert response.status_code == 201, response.content
+    assert response.json()["workspace"] == workspace

@@ -191,3 +191,40 @@ def test_settling_with_an_outcome_the_state_does_not_allow_is_refused(user):
         with pytest.raises(InvalidTransition):
             call_settle(call_id=call_id, outcome=outcome, guard=GenerationGuard(0))
     assert ToolCall.objects.get(pk=call_id).state == "ready"
+
+
+@pytest.mark.django_db
+def test_a_move_that_keeps_the_generation_still_beats_a_compare_and_set(user):
+    """running → awaiting_input keeps the generation: a cancel that read `running` and chose
+    `indeterminate` must lose, then settle `cancelled` on a fresh read."""
+    from conversations.services import settlement
+    from conversations.services.cancel import call_cancel
+    from conversations.services.transitions import call_move
+
+    _, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    real_prepare = settlement._prepare
+    moved = []
+
+    def prepare_then_move(call, **kwargs):
+        if not moved:  # the handler asks the user while the cancel prepares
+            moved.append(
+                call_move(
+                    call_id=call_id,
+                    from_state="running",
+                    to_state="awaiting_input",
+                    generation=claim.generation,
+                    interaction={"kind": "input", "request": {"questions": []}},
+                )
+            )
+        return real_prepare(call, **kwargs)
+
+    with mock.patch.object(settlement, "_prepare", side_effect=prepare_then_move):
+        with pytest.raises(StaleClaim):
+            call_settle(
+                call_id=call_id, outcome="indeterminate", guard=GenerationGuard(claim.generation)
+            )
+        assert ToolCall.objects.get(pk=call_id).state == "awaiting_input"
+        assert not ConversationEvent.objects.filter(tool_call_id=call_id).exists()
+        assert call_cancel(call_id=call_id) == {"outcome": "cancelled", "alreadySettled": False}
+    assert ConversationEvent.objects.get(tool_call_id=call_id).payload["outcome"] == "cancelled"

@@ -125,7 +125,8 @@ def test_shell_control_characters_match_only_an_exact_wildcard_free_pattern(user
 
 
 def test_specificity_counts_literal_characters():
-    assert specificity("") == 0
+    assert specificity("") == -1  # the empty pattern ranks below every other, "*" included
+    assert specificity("*") == 0
     assert specificity("git *") == 4
     assert specificity("a?c[xyz]*") == 2
 
@@ -152,3 +153,17 @@ def test_a_users_command_treats_ask_as_allow_but_deny_denies(user):
     call = ToolCall.objects.get(pk=posted.call_ids[0])
     assert call.state == "ready" and call.origin == "user"
     assert call.supervision["decision"] == "ask" and call.supervision["effective"] == "allow"
+
+
+def test_an_empty_pattern_is_less_specific_than_a_bare_wildcard(user):
+    conversation = new_conversation(user)
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="", decision="deny"
+    )
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern="*", decision="allow"
+    )
+    _, call, _ = _call(user, "bash", {"command": "ls"}, conversation)
+    assert call.state == "ready"
+    assert call.supervision["rule"]["pattern"] == "*"
+    assert isinstance(call.supervision["rule"]["id"], str)

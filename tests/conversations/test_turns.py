@@ -183,3 +183,15 @@ def test_deleting_a_conversation_cancels_then_removes_everything(user):
     assert claim is not None
     with pytest.raises(NotFound):
         conversation_delete(conversation_id=conversation.pk)
+
+
+def test_cancelling_a_command_turn_leaves_it_open_and_ending_it_keeps_the_reason(user):
+    conversation = new_conversation(user)
+    posted = command_post(conversation_id=conversation.pk, input_id="in1", command="sleep 100")
+    turn_id = posted.body["turnId"]
+    answer = turn_cancel(conversation_id=conversation.pk, turn_id=turn_id)
+    assert answer["results"] == [{"toolCallId": str(posted.call_ids[0]), "outcome": "cancelled"}]
+    assert Turn.objects.get(pk=turn_id).status == "open"
+    turn_end(conversation_id=conversation.pk, turn_id=turn_id, reason="stopped")
+    ended = ConversationEvent.objects.get(conversation=conversation, type="turn_ended")
+    assert ended.payload == {"turnId": turn_id, "reason": "stopped"}
