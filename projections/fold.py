@@ -227,8 +227,8 @@ def validate_tool_update(update: object, *, from_host: bool = False) -> None:
     for field in ("toolCallId", "turnId"):
         if field not in update:
             raise ToolUpdateError(field, "is required")
-        if not isinstance(update[field], str) or not update[field]:
-            raise ToolUpdateError(field, "must be a non-empty string")
+        if not isinstance(update[field], str):
+            raise ToolUpdateError(field, "must be a string")
     if "rev" in update:
         if from_host:
             raise ToolUpdateError("rev", "is set by the server, not by a host")

@@ -71,8 +71,6 @@ REPLAY_BUDGET_BYTES = 524288
 PAYLOAD_KEYS = ("input", "inputOmitted", "output")
 # The reserve the spec takes from a shrunk output's budget for the payload's keys.
 SHRINK_RESERVE_BYTES = 64
-# Below this room the keys of a shrunk payload could pass it: the call gets a marker instead.
-PARTIAL_MIN_ROOM_BYTES = 128
 HISTORY_OVERHEAD_BYTES = len(json.dumps({"items": [], "nextCursor": None}, separators=(",", ":")))
 _NULL_BYTES = 4
 
@@ -201,6 +199,15 @@ def _plan(
     return planned, leftover
 
 
+def _smallest_cut(payload_bytes: int) -> int:
+    """The JSON size of the smallest payload the spec's cut can produce (input dropped, output
+    emptied, every byte counted as omitted). The cut is applied whenever this fits the room,
+    and then always fits it; below it the call gets a marker, decided before anything is
+    loaded, so the loader still runs only for calls that are sent."""
+    empty = {"text": "", "omittedBytes": payload_bytes, "tail": ""}
+    return json_size({"inputOmitted": True, "output": empty})
+
+
 def _plan_call(
     record: Mapping[str, Any], room: int, payload_run_over: bool
 ) -> tuple[_Planned, int, bool]:
@@ -211,7 +218,7 @@ def _plan_call(
     if not payload_run_over and payload_bytes <= room:
         size = json_size(state) + payload_bytes
         return _Planned(record, _FULL, size, payload_bytes), room - payload_bytes, False
-    if not payload_run_over and room >= PARTIAL_MIN_ROOM_BYTES:
+    if not payload_run_over and room >= _smallest_cut(payload_bytes):
         return _Planned(record, _PARTIAL, json_size(state) + room, room), 0, True
     return _Planned(record, _OMITTED, json_size(_omitted_item(record))), room, True
 

@@ -275,7 +275,7 @@ def test_valid_updates_pass(good):
         ({"turnId": "t"}, "toolCallId"),
         ({"toolCallId": "c"}, "turnId"),
         ({"toolCallId": 5, "turnId": "t"}, "toolCallId"),
-        ({"toolCallId": "c", "turnId": ""}, "turnId"),
+        ({"toolCallId": "c", "turnId": 7}, "turnId"),
         (update(unknown=1), "unknown"),
         (update(output_delta="x"), "output_delta"),
         (update(rev=0), "rev"),

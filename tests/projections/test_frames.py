@@ -178,9 +178,22 @@ def test_all_payloads_fit():
     assert all("payloadOmitted" not in item for item in page.items)
 
 
-def test_tiny_room_gives_a_marker_not_a_shrunk_payload():
+def test_a_small_room_still_gets_the_specs_cut():
+    """100 bytes left: the first call that does not fit is cut to fit them, not skipped."""
     store = Store()
     first = store.call("A", 0, PAYLOAD_BUDGET_BYTES - _BASE - 100)
+    records = [first, store.call("B", 0, 5000)]
+    page = frame_page(records, loader=store.loader)
+    assert store.calls == [["A", "B"]]
+    cut = sent_payload(page.items[1])
+    assert json_size(cut) <= 100
+    assert output_length(cut["output"]) == output_length(store.payload("B")["output"])
+    assert page.payload_bytes <= PAYLOAD_BUDGET_BYTES
+
+
+def test_a_room_too_small_for_any_cut_gives_a_marker_without_loading():
+    store = Store()
+    first = store.call("A", 0, PAYLOAD_BUDGET_BYTES - _BASE - 30)
     records = [first, store.call("B", 0, 5000)]
     page = frame_page(records, loader=store.loader)
     assert store.calls == [["A"]]
