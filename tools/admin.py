@@ -87,6 +87,10 @@ class PermissionRuleAdmin(ExactSearchMixin, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
+# The lifecycle fields of a ProcessRecord, shown the same way for async runs and launches.
+PROCESS_FIELDS = ("status", "exit_code", "signal", "pid", "started_at", "finished_at")
+
+
 @admin.register(AsyncRun)
 class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
     list_display = (
@@ -111,12 +115,7 @@ class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "call_link",
         "command",
         "cwd",
-        "status",
-        "exit_code",
-        "signal",
-        "pid",
-        "started_at",
-        "finished_at",
+        *PROCESS_FIELDS,
         "notice_link",
         "acknowledged",
         "created_at",
@@ -153,12 +152,7 @@ class LaunchAdmin(ExactSearchMixin, ReadOnlyAdmin):
     list_display = (
         "name",
         "owner",
-        "status",
-        "exit_code",
-        "signal",
-        "pid",
-        "started_at",
-        "finished_at",
+        *PROCESS_FIELDS,
     )
     list_filter = ("status", "signal")
     list_select_related = ("owner",)
@@ -171,12 +165,7 @@ class LaunchAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "name",
         "command",
         "cwd",
-        "status",
-        "exit_code",
-        "signal",
-        "pid",
-        "started_at",
-        "finished_at",
+        *PROCESS_FIELDS,
         "created_at",
         "updated_at",
     )
