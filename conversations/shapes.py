@@ -41,16 +41,6 @@ def event_wire(event: ConversationEvent) -> dict[str, Any]:
     }
 
 
-def call_created_wire(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": str(call.id),
-        "providerCallId": call.provider_call_id,
-        "contentIndex": call.content_index,
-        "toolName": call.tool_name,
-        "state": "supervising",
-    }
-
-
 def claim_wire(call: ToolCall) -> dict[str, Any] | None:
     claim = getattr(call, "claim", None) if call.state == ToolCall.State.RUNNING else None
     if claim is None:
