@@ -55,15 +55,63 @@ def _payload(i: int) -> dict:
     return {"messageId": f"m{i}", "content": [{"type": "text", "text": "x" * 220}]}
 
 
+class RawEvents:
+    """The raw baseline: event rows inserted with the driver, one transaction each, into a
+    conversation of their own (optionally with a DELETE of a scratch row, as settlement does)."""
+
+    def __init__(self, connection, user, title: str) -> None:
+        from conversations.models import ConversationEvent
+        from conversations.services.conversations import conversation_create
+
+        self.conn, self.mark = _raw_connection(connection)
+        self.vendor = connection.vendor
+        conversation = conversation_create(owner=user, title=title)
+        self.conv_id = conversation.pk.hex if self.vendor == "sqlite" else conversation.pk
+        self.table = ConversationEvent._meta.db_table
+        self.sequence = 0
+
+    def scratch_rows(self, n: int) -> None:
+        """``n`` rows in a scratch table for the baseline's DELETEs (made outside the timing)."""
+        cur = self.conn.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS bench_scratch (id integer PRIMARY KEY)")
+        cur.execute("DELETE FROM bench_scratch")
+        cur.executemany(
+            f"INSERT INTO bench_scratch (id) VALUES ({self.mark})", [(i,) for i in range(n)]
+        )
+        if self.vendor != "sqlite":
+            self.conn.commit()
+
+    def transactions(self, n: int, type_: str, *, delete_scratch: bool = False) -> float:
+        mark, cur = self.mark, self.conn.cursor()
+
+        def run():
+            for i in range(n):
+                self.sequence += 1
+                _begin(self.conn, self.vendor)
+                cur.execute(
+                    f"INSERT INTO {self.table} (conversation_id, sequence, type, payload, "
+                    f"created_at) VALUES ({mark}, {mark}, {mark}, {mark}, CURRENT_TIMESTAMP)",
+                    (
+                        self.conv_id,
+                        self.sequence,
+                        type_,
+                        json.dumps(_payload(i), separators=(",", ":")),
+                    ),
+                )
+                if delete_scratch:
+                    cur.execute(f"DELETE FROM bench_scratch WHERE id = {mark}", (i,))
+                _commit(self.conn, self.vendor)
+
+        return timed(run)
+
+
 def bench_append(connection, user, n: int) -> tuple[float, float]:
     from django.db import transaction
 
-    from conversations.models import ConversationEvent
     from conversations.services.conversations import conversation_create
     from conversations.services.events import event_append
 
     conversation = conversation_create(owner=user, title="append")
-    raw_conversation = conversation_create(owner=user, title="append-raw")
 
     def service() -> float:
         def run():
@@ -75,33 +123,12 @@ def bench_append(connection, user, n: int) -> tuple[float, float]:
 
         return timed(run)
 
-    conn, mark = _raw_connection(connection)
-    vendor = connection.vendor
-    table = ConversationEvent._meta.db_table
-    conv_id = raw_conversation.pk.hex if vendor == "sqlite" else raw_conversation.pk
-    state = {"seq": 0}
+    baseline = RawEvents(connection, user, "append-raw")
 
     def raw() -> float:
-        def run():
-            cur = conn.cursor()
-            for i in range(n):
-                state["seq"] += 1
-                _begin(conn, vendor)
-                cur.execute(
-                    f"INSERT INTO {table} (conversation_id, sequence, type, payload, created_at) "
-                    f"VALUES ({mark}, {mark}, {mark}, {mark}, CURRENT_TIMESTAMP)",
-                    (
-                        conv_id,
-                        state["seq"],
-                        "user_message",
-                        json.dumps(_payload(i), separators=(",", ":")),
-                    ),
-                )
-                _commit(conn, vendor)
+        return baseline.transactions(n, "user_message")
 
-        return timed(run)
-
-    return service, raw, conn
+    return service, raw, baseline.conn
 
 
 def bench_settle(connection, user, n: int):
@@ -150,46 +177,13 @@ def bench_settle(connection, user, n: int):
         assert not ToolCall.objects.filter(state="running").exists()
         return elapsed
 
-    from conversations.models import ConversationEvent
-
-    conn, mark = _raw_connection(connection)
-    vendor = connection.vendor
-    conversation = conversation_create(owner=user, title="settle-raw")
-    conv_id = conversation.pk.hex if vendor == "sqlite" else conversation.pk
-    table = ConversationEvent._meta.db_table
-    state = {"seq": 0}
-
-    cur = conn.cursor()
-    cur.execute("CREATE TABLE IF NOT EXISTS bench_scratch (id integer PRIMARY KEY)")
-    if vendor != "sqlite":
-        conn.commit()
+    baseline = RawEvents(connection, user, "settle-raw")
 
     def raw() -> float:
-        cur.execute("DELETE FROM bench_scratch")
-        cur.executemany(f"INSERT INTO bench_scratch (id) VALUES ({mark})", [(i,) for i in range(n)])
-        if vendor != "sqlite":
-            conn.commit()
+        baseline.scratch_rows(n)
+        return baseline.transactions(n, "tool_call_response", delete_scratch=True)
 
-        def run():
-            for i in range(n):
-                state["seq"] += 1
-                _begin(conn, vendor)
-                cur.execute(
-                    f"INSERT INTO {table} (conversation_id, sequence, type, payload, created_at) "
-                    f"VALUES ({mark}, {mark}, {mark}, {mark}, CURRENT_TIMESTAMP)",
-                    (
-                        conv_id,
-                        state["seq"],
-                        "tool_call_response",
-                        json.dumps(_payload(i), separators=(",", ":")),
-                    ),
-                )
-                cur.execute(f"DELETE FROM bench_scratch WHERE id = {mark}", (i,))
-                _commit(conn, vendor)
-
-        return timed(run)
-
-    return service, raw, conn
+    return service, raw, baseline.conn
 
 
 def bench_events(connection, user, n: int):

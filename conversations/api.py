@@ -15,11 +15,11 @@ from pydantic import Field
 from tools.logpages import PageParamError, read_page
 
 from . import selectors
-from .api_base import json_response
 from .assets import RangeNotSatisfiable, asset_verify, iter_file, parse_range
 from .auth import AsyncAuth
 from .barrier import turn_results_wait
 from .errors import ValidationFailed, error_body
+from .responses import json_response
 from .schemas import (
     ERRORS,
     CommandIn,

@@ -20,10 +20,7 @@ from projections.units import clean_json
 from .auth import BearerAuth, SessionAuth
 from .errors import DomainError, error_body
 from .fields import dumps
-
-
-def json_response(body: Any, status: int = 200) -> HttpResponse:
-    return HttpResponse(dumps(body), status=status, content_type="application/json")
+from .responses import json_response
 
 
 def _refuse_constant(name: str) -> Any:

@@ -11,16 +11,12 @@ from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from .fields import dumps
-
-
-def _json(body: dict, status: int = 200) -> HttpResponse:
-    return HttpResponse(dumps(body), status=status, content_type="application/json")
+from .responses import json_response
 
 
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
-    return _json({"status": "ok"})
+    return json_response({"status": "ok"})
 
 
 async def _layer_round_trip() -> None:
@@ -55,4 +51,4 @@ def readyz(request: HttpRequest) -> HttpResponse:
         checks["channelLayer"] = f"error: {exc.__class__.__name__}"
     ready = all(value == "ok" for value in checks.values())
     body = {"status": "ready" if ready else "not_ready", "checks": checks}
-    return _json(body, 200 if ready else 503)
+    return json_response(body, 200 if ready else 503)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from .errors import error_body
-from .fields import dumps
+from .responses import json_response
 
 logger = logging.getLogger(__name__)
 
@@ -28,28 +28,24 @@ _CODES = {
 }
 
 
-def _json(body: dict, status: int) -> HttpResponse:
-    return HttpResponse(dumps(body), status=status, content_type="application/json")
-
-
 def _too_large(request: HttpRequest) -> HttpResponse | None:
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        return _json(error_body("bad_request", "Invalid Content-Length."), 400)
+        return json_response(error_body("bad_request", "Invalid Content-Length."), 400)
     if length > settings.TOOLCORE_MAX_BODY:
         message = f"Request body over {settings.TOOLCORE_MAX_BODY} bytes."
-        return _json(error_body("payload_too_large", message), 413)
+        return json_response(error_body("payload_too_large", message), 413)
     return None
 
 
-def _as_json(response: HttpResponse) -> HttpResponse:
+def _asjson_response(response: HttpResponse) -> HttpResponse:
     if response.status_code < 400 or response.get("Content-Type", "").startswith(
         "application/json"
     ):
         return response
     code, message = _CODES.get(response.status_code, ("error", "Request failed."))
-    new = _json(error_body(code, message), response.status_code)
+    new = json_response(error_body(code, message), response.status_code)
     if response.has_header("Allow"):
         new["Allow"] = response["Allow"]
     return new
@@ -70,16 +66,16 @@ class ApiErrorMiddleware:
         if not request.path.startswith(API_PREFIX):
             return self.get_response(request)
         early = _too_large(request)
-        return early or _as_json(self.get_response(request))
+        return early or _asjson_response(self.get_response(request))
 
     async def __acall__(self, request: HttpRequest):
         if not request.path.startswith(API_PREFIX):
             return await self.get_response(request)
         early = _too_large(request)
-        return early or _as_json(await self.get_response(request))
+        return early or _asjson_response(await self.get_response(request))
 
     def process_exception(self, request: HttpRequest, exception: Exception):
         if not request.path.startswith(API_PREFIX):
             return None
         logger.exception("unhandled error on %s", request.path)
-        return _json(error_body("internal_error", "Internal server error."), 500)
+        return json_response(error_body("internal_error", "Internal server error."), 500)

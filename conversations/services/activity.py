@@ -36,13 +36,18 @@ def activity_state(activity: ToolActivity) -> dict[str, Any]:
     return {**activity.state_json, **activity.payload_json, "rev": activity.rev}
 
 
-def _store(activity: ToolActivity, state: dict[str, Any]) -> None:
+def _columns(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str, bool]:
+    """The small state, the payload, the payload's compact JSON text (its UTF-8 size is
+    ``payload_bytes``) and ``is_final`` of a folded state."""
     small, payload = split_state(state)
     small.pop("rev", None)
-    activity.state_json = small
-    activity.payload_json = payload
-    activity.payload_bytes = len(dumps(payload).encode("utf-8"))
-    activity.is_final = small.get("status") in FINAL_STATUSES
+    return small, payload, dumps(payload), small.get("status") in FINAL_STATUSES
+
+
+def _store(activity: ToolActivity, state: dict[str, Any]) -> None:
+    small, payload, payload_text, is_final = _columns(state)
+    activity.state_json, activity.payload_json, activity.is_final = small, payload, is_final
+    activity.payload_bytes = len(payload_text.encode("utf-8"))
 
 
 def _publish(activity: ToolActivity, update: dict[str, Any], messages: list[Message]) -> None:
@@ -64,10 +69,24 @@ def _publish_update(
     )
 
 
+def next_ordinal(conversation_id: Any) -> int:
+    """The ordinal the conversation's next activity gets. Called with the conversation locked."""
+    last = ToolActivity.objects.filter(conversation_id=conversation_id).aggregate(m=Max("ordinal"))[
+        "m"
+    ]
+    return (last or 0) + 1
+
+
 def activity_create(
-    *, call: ToolCall, title: str | None, kind: str, messages: list[Message]
+    *,
+    call: ToolCall,
+    title: str | None,
+    kind: str,
+    messages: list[Message],
+    ordinal: int | None = None,
 ) -> ToolActivity:
-    """The first state of a new call (``pending``). Called with the conversation locked."""
+    """The first state of a new call (``pending``). Called with the conversation locked;
+    ``ordinal`` when the caller numbers several calls at once (one query instead of one each)."""
     update: dict[str, Any] = {
         "toolCallId": str(call.id),
         "turnId": str(call.turn_id),
@@ -82,14 +101,11 @@ def activity_create(
         update["inputOmitted"] = True
     else:
         update["input"] = bounded
-    last = ToolActivity.objects.filter(conversation_id=call.conversation_id).aggregate(
-        m=Max("ordinal")
-    )["m"]
     activity = ToolActivity(
         tool_call_id=call.id,
         conversation_id=call.conversation_id,
         turn_id=call.turn_id,
-        ordinal=(last or 0) + 1,
+        ordinal=ordinal if ordinal is not None else next_ordinal(call.conversation_id),
         rev=1,
     )
     _store(activity, apply_tool_update(None, update))
@@ -148,17 +164,16 @@ def activity_fold(
     after = apply_tool_update(state, update)
     if after == state:
         return
-    holder = ToolActivity(tool_call_id=tool_call_id, rev=rev + 1)
-    _store(holder, after)
+    small, _, payload_text, is_final = _columns(after)
     field = ToolActivity._meta.get_field
     with connection.cursor() as cursor:
         cursor.execute(
             _CAS_SQL,
             [
-                dumps(holder.state_json),
-                dumps(holder.payload_json),
-                holder.payload_bytes,
-                holder.is_final,
+                dumps(small),
+                payload_text,
+                len(payload_text.encode("utf-8")),
+                is_final,
                 field("updated_at").get_db_prep_value(timezone.now(), connection),
                 field("tool_call_id").get_db_prep_value(tool_call_id, connection),
                 rev,

@@ -72,6 +72,7 @@ def call_create(
     provider_call_id: str = "",
     content_index: int | None = None,
     title: str | None = None,
+    ordinal: int | None = None,
     messages: list[Message],
 ) -> ToolCall:
     """A new unfinished call in ``supervising``, with its first activity state.
@@ -90,6 +91,8 @@ def call_create(
         arguments=arguments,
         state=ToolCall.State.SUPERVISING,
     )
-    activity_create(call=call, title=title, kind=tool_spec(tool_name).kind, messages=messages)
+    activity_create(
+        call=call, title=title, kind=tool_spec(tool_name).kind, messages=messages, ordinal=ordinal
+    )
     call_changed(call, messages)
     return call

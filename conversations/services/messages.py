@@ -14,6 +14,7 @@ from projections.units import clean_json, clean_text
 from ..errors import CommandConflict, MessageConflict, TurnNotOpen, TurnOpen
 from ..models import ConversationEvent, ToolCall, Turn
 from ..shapes import event_wire
+from .activity import next_ordinal
 from .calls import call_create, command_call_id, model_call_id
 from .events import conversation_lock, event_append
 from .publish import Message, publish_on_commit
@@ -144,10 +145,12 @@ def _create_calls(
         )
     )
     created = []
+    ordinal = next_ordinal(event.conversation_id)
     for index, block in blocks:
         if ids[index] in answered:
             continue
         call_create(
+            ordinal=ordinal + len(created),
             call_id=ids[index],
             conversation_id=event.conversation_id,
             turn_id=event.turn_id,

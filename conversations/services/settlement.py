@@ -8,6 +8,7 @@ the final activity; publications follow the commit.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -86,15 +87,24 @@ def _resource(call: SettlingCall) -> str | None:
     return None
 
 
-def _asset(call: SettlingCall, path: Path, kind: str, media_type: str, truncated: bool) -> Asset:
+def _asset(
+    call: SettlingCall,
+    path: Path,
+    kind: str,
+    media_type: str,
+    truncated: bool = False,
+    data: bytes | None = None,
+) -> Asset:
+    """An asset row for a file of the attempt; ``data`` when the caller holds its bytes (no
+    re-read), else the file is stat'ed and hashed (streamed)."""
     return Asset(
         id=uuid.uuid4(),
         conversation_id=call.conversation_id,
         tool_call_id=call.id,
         kind=kind,
         path=relative_to_data(path),
-        size=path.stat().st_size,
-        sha256=sha256_file(path),
+        size=len(data) if data is not None else path.stat().st_size,
+        sha256=hashlib.sha256(data).hexdigest() if data is not None else sha256_file(path),
         media_type=media_type,
         truncated=truncated,
     )
@@ -116,17 +126,15 @@ def _prepare(
     folder = attempt_dir(call.conversation_id, call.id, call.generation)
     prepared = _Prepared()
     prepared.arguments = bound_tool_input(call.arguments, tool_name=call.tool_name, kind=spec.kind)
-    written: list[tuple[Path, str, str]] = []
+    written: list[tuple[Path, str, bytes]] = []
     if prepared.arguments != call.arguments:
-        path = folder / "arguments.json"
-        write_exclusive(path, dumps(call.arguments).encode("utf-8"))
-        written.append((path, "arguments", "application/json"))
+        written.append((folder / "arguments.json", "arguments", dumps(call.arguments).encode()))
     result_path = folder / "result.json"
     if result is not None:
-        write_exclusive(result_path, dumps(result).encode("utf-8"))
-        written.append((result_path, "payload", "application/json"))
-    for path, kind, media_type in written:
-        prepared.assets.append(_asset(call, path, kind, media_type, False))
+        written.append((result_path, "payload", dumps(result).encode()))
+    for path, kind, data in written:
+        write_exclusive(path, data)
+        prepared.assets.append(_asset(call, path, kind, "application/json", data=data))
     for item in files:
         prepared.assets.append(_asset(call, item.path, item.kind, item.media_type, item.truncated))
     output_path = folder / "output.txt"

@@ -1,0 +1,13 @@
+"""JSON answers as the server sends them: compact, non-ASCII kept (spec README)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+
+from .fields import dumps
+
+
+def json_response(body: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(dumps(body), status=status, content_type="application/json")
