@@ -131,37 +131,38 @@ def bench_append(connection, user, n: int) -> tuple[float, float]:
     return service, raw, baseline.conn
 
 
-def bench_settle(connection, user, n: int):
-    from conversations.models import ToolCall
+def _claimed_calls(user, n: int):
+    """``n`` claimed calls of the built-in ``notes`` tool in one turn (made outside the timing)."""
     from conversations.services.claims import claim_acquire
     from conversations.services.conversations import conversation_create
     from conversations.services.messages import message_post
+
+    conversation = conversation_create(owner=user, title="settle")
+    turn = message_post(conversation_id=conversation.pk, message_id="u", role="user", content=[])
+    claims = []
+    for batch in range(n // 50):
+        content = [
+            {"type": "tool_call", "id": f"p{batch}-{i}", "name": "notes", "arguments": {"q": i}}
+            for i in range(50)
+        ]
+        posted = message_post(
+            conversation_id=conversation.pk,
+            message_id=f"a{batch}",
+            role="assistant",
+            turn_id=turn.body["turnId"],
+            content=content,
+        )
+        for call_id in posted.call_ids:
+            claims.append(claim_acquire(call_id=call_id, worker="bench"))
+    return claims
+
+
+def _settle_service(user, n: int):
+    from conversations.models import ToolCall
     from conversations.services.settlement import ClaimGuard, call_settle
 
-    def prepare():
-        conversation = conversation_create(owner=user, title="settle")
-        turn = message_post(
-            conversation_id=conversation.pk, message_id="u", role="user", content=[]
-        )
-        claims = []
-        for batch in range(n // 50):
-            content = [
-                {"type": "tool_call", "id": f"p{batch}-{i}", "name": "notes", "arguments": {"q": i}}
-                for i in range(50)
-            ]
-            posted = message_post(
-                conversation_id=conversation.pk,
-                message_id=f"a{batch}",
-                role="assistant",
-                turn_id=turn.body["turnId"],
-                content=content,
-            )
-            for call_id in posted.call_ids:
-                claims.append(claim_acquire(call_id=call_id, worker="bench"))
-        return claims
-
     def service() -> float:
-        claims = prepare()
+        claims = _claimed_calls(user, n)
 
         def run():
             for claim in claims:
@@ -177,13 +178,87 @@ def bench_settle(connection, user, n: int):
         assert not ToolCall.objects.filter(state="running").exists()
         return elapsed
 
+    return service
+
+
+def bench_settle(connection, user, n: int):
     baseline = RawEvents(connection, user, "settle-raw")
 
     def raw() -> float:
         baseline.scratch_rows(n)
         return baseline.transactions(n, "tool_call_response", delete_scratch=True)
 
-    return service, raw, baseline.conn
+    return _settle_service(user, n), raw, baseline.conn
+
+
+def bench_settle_floor(connection, user, n: int):
+    """PostgreSQL only: settlement against its floor, the same database and disk work driven
+    from the driver with no Python around it: the same read, the same ``result.json`` creation
+    (temporary file, ``fdatasync``, ``link``) and the same one-statement transaction."""
+    import hashlib
+    import os
+    import uuid
+
+    from django.utils import timezone
+
+    from conversations.services import settlement_sql as sql
+    from conversations.storage import attempt_dir, relative_to_data
+
+    conn, _ = _raw_connection(connection)
+    data = json.dumps({"content": [{"type": "text", "text": "ok"}]}).encode()
+    payload = json.dumps({"toolCallId": "x" * 36, "modelContent": [{"text": "y" * 700}]})
+    statement = sql._settle_sql(True, 1, True)
+
+    def floor() -> float:
+        claims = _claimed_calls(user, n)
+        cur = conn.cursor()
+
+        def run():
+            for claim in claims:
+                cur.execute(sql._LOAD_SQL, (claim.call_id,))
+                row = cur.fetchone()
+                folder = attempt_dir(row[1], claim.call_id, row[4])
+                os.makedirs(folder, exist_ok=True)
+                tmp = folder / f".result.json.{uuid.uuid4().hex}.tmp"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+                os.write(fd, data)
+                os.fdatasync(fd)
+                os.close(fd)
+                os.link(tmp, folder / "result.json")
+                os.unlink(tmp)
+                now = timezone.now()
+                cur.execute(
+                    statement,
+                    {
+                        "conversation": row[1],
+                        "call": claim.call_id,
+                        "turn": row[2],
+                        "generation": claim.generation,
+                        "state": "running",
+                        "token": claim.token,
+                        "type": "tool_call_response",
+                        "payload": payload,
+                        "now": now,
+                        "a0_id": uuid.uuid4(),
+                        "a0_kind": "payload",
+                        "a0_path": relative_to_data(folder / "result.json"),
+                        "a0_size": len(data),
+                        "a0_sha256": hashlib.sha256(data).hexdigest(),
+                        "a0_media_type": "application/json",
+                        "a0_truncated": False,
+                        "state_json": '{"status":"completed"}',
+                        "payload_json": "{}",
+                        "payload_bytes": 2,
+                        "is_final": True,
+                        "rev": row[21],
+                    },
+                )
+                assert cur.fetchone() is not None
+                conn.commit()
+
+        return timed(run)
+
+    return _settle_service(user, n), floor, conn
 
 
 def bench_events(connection, user, n: int):
@@ -262,11 +337,21 @@ def main() -> None:
         )
         print("| path | service | raw baseline | ratio | goal |")
         print("|---|---|---|---|---|")
-        for name, bench, size, goal in (
+        benches = [
             (f"event append x{sizes['append']}", bench_append, sizes["append"], 0.4),
             (f"settle x{sizes['settle']} calls", bench_settle, sizes["settle"], 0.25),
             (f"GET events pages over {sizes['events']:,}", bench_events, sizes["events"], 0.5),
-        ):
+        ]
+        if connection.vendor == "postgresql":
+            benches.append(
+                (
+                    f"settle x{sizes['settle']} vs its floor",
+                    bench_settle_floor,
+                    sizes["settle"],
+                    None,
+                )
+            )
+        for name, bench, size, goal in benches:
             service, raw, conn = bench(connection, user, size)
             service_time = median_of(runs, service)
             raw_time = median_of(runs, raw)

@@ -7,6 +7,7 @@ replaced, so a late writer of a lost attempt can never overwrite what a winner h
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -46,28 +47,45 @@ class FileExistsDifferent(Exception):
     """An attempt file already exists with other bytes: another writer got there first."""
 
 
+def _make_folder(folder: str) -> None:
+    """Create an attempt folder: one ``mkdir`` when its call folder exists, two for a first
+    attempt, the whole chain only for a conversation's first files."""
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+
+
 def write_exclusive(path: Path, data: bytes) -> None:
     """Create ``path`` with ``data``, atomically, never replacing an existing file.
 
-    Writes a private temporary file, fsyncs it, then hard-links it into place (``link`` fails
-    when the name exists). An existing file with the same bytes is accepted (a retried
-    settlement); other bytes raise ``FileExistsDifferent``.
+    Writes a private temporary file, flushes it to disk (``fdatasync``), then hard-links it
+    into place (``link`` fails when the name exists). An existing file with the same bytes is
+    accepted (a retried settlement); other bytes raise ``FileExistsDifferent``.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+    folder = os.fspath(path.parent)
+    _make_folder(folder)
+    final = os.fspath(path)
+    tmp = f"{folder}/.{path.name}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fdatasync(handle.fileno())
         try:
-            os.link(tmp, path)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, final)
         except FileExistsError:
             if path.read_bytes() != data:
-                raise FileExistsDifferent(str(path)) from None
+                raise FileExistsDifferent(final) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def sha256_file(path: Path) -> str:

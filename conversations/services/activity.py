@@ -7,6 +7,7 @@ frame budgeting reads sizes without loading payloads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -147,6 +148,34 @@ _CAS_SQL = (
 )
 
 
+@dataclass(frozen=True)
+class FoldWrite:
+    """The compare-and-set write of a folded state: valid only while the row's rev is ``rev``."""
+
+    rev: int
+    state_json: str
+    payload_json: str
+    payload_bytes: int
+    is_final: bool
+
+
+def fold_write(rev: int, state: dict[str, Any], update: dict[str, Any]) -> FoldWrite | None:
+    """The write that folds ``update`` into ``state`` (read at ``rev``); None if it changes
+    nothing."""
+    after = apply_tool_update(state, update)
+    if after == state:
+        return None
+    small, _, payload_text, is_final = _columns(after)
+    return FoldWrite(rev, dumps(small), payload_text, len(payload_text.encode("utf-8")), is_final)
+
+
+def activity_published(
+    conversation_id: Any, rev: int, update: dict[str, Any], messages: list[Message]
+) -> None:
+    """Add the ``tool.updated`` publication of ``update`` folded at ``rev``."""
+    _publish_update(conversation_id, rev, update, messages)
+
+
 def activity_fold(
     *,
     tool_call_id: Any,
@@ -161,22 +190,21 @@ def activity_fold(
     if rev is None or state is None:
         activity_apply(tool_call_id=tool_call_id, update=update, messages=messages)
         return
-    after = apply_tool_update(state, update)
-    if after == state:
+    write = fold_write(rev, state, update)
+    if write is None:
         return
-    small, _, payload_text, is_final = _columns(after)
     field = ToolActivity._meta.get_field
     with connection.cursor() as cursor:
         cursor.execute(
             _CAS_SQL,
             [
-                dumps(small),
-                payload_text,
-                len(payload_text.encode("utf-8")),
-                is_final,
+                write.state_json,
+                write.payload_json,
+                write.payload_bytes,
+                write.is_final,
                 field("updated_at").get_db_prep_value(timezone.now(), connection),
                 field("tool_call_id").get_db_prep_value(tool_call_id, connection),
-                rev,
+                write.rev,
             ],
         )
         changed = cursor.rowcount

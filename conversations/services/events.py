@@ -100,20 +100,40 @@ def _insert_event(
                 [*values, sequence],
             )
             pk = cursor.lastrowid
-    event = ConversationEvent(
-        id=pk,
+    return event_instance(
+        pk=pk,
         conversation_id=conversation_id,
         sequence=sequence,
         type=type,
+        payload=payload,
         turn_id=turn_id,
         tool_call_id=tool_call_id,
         message_id=message_id,
-        payload=payload,
         created_at=now,
     )
+
+
+def event_instance(*, pk: int, created_at: Any, **fields: Any) -> ConversationEvent:
+    """The saved ``ConversationEvent`` of a row inserted with explicit SQL."""
+    event = ConversationEvent(id=pk, created_at=created_at, **fields)
     event._state.adding = False
     event._state.db = "default"
     return event
+
+
+def event_published(event: ConversationEvent, messages: list[Message] | None) -> None:
+    """Add the ``conversation.event`` publication of ``event`` to ``messages`` (if given)."""
+    if messages is not None:
+        messages.append(
+            (
+                conversation_group(event.conversation_id),
+                {
+                    "type": "conversation.event",
+                    "conversationId": str(event.conversation_id),
+                    "event": event_wire(event),
+                },
+            )
+        )
 
 
 def event_append(
@@ -132,15 +152,5 @@ def event_append(
     caller to publish after commit.
     """
     event = _insert_event(conversation_id, type, payload, turn_id, tool_call_id, message_id)
-    if messages is not None:
-        messages.append(
-            (
-                conversation_group(conversation_id),
-                {
-                    "type": "conversation.event",
-                    "conversationId": str(conversation_id),
-                    "event": event_wire(event),
-                },
-            )
-        )
+    event_published(event, messages)
     return event

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from projections.fold import status_for_state
@@ -28,7 +28,7 @@ from tools.catalog import tool_spec
 
 from ..errors import NotFound, StaleClaim
 from ..fields import dumps
-from ..models import Asset, ConversationEvent, ToolCall, Turn
+from ..models import ConversationEvent, ToolCall, Turn
 from ..shapes import iso
 from ..storage import (
     FileExistsDifferent,
@@ -37,11 +37,18 @@ from ..storage import (
     sha256_file,
     write_exclusive,
 )
-from .activity import activity_fold, status_update
+from .activity import (
+    activity_apply,
+    activity_fold,
+    activity_published,
+    fold_write,
+    status_update,
+)
 from .calls import call_removed
-from .events import event_append
+from .events import event_append, event_instance, event_published
 from .publish import Message, publish_on_commit
 from .settlement_sql import (
+    AssetRow,
     ClaimGuard,
     GenerationGuard,
     Guard,
@@ -49,6 +56,7 @@ from .settlement_sql import (
     assets_insert,
     call_delete_guarded,
     guard_check,
+    settle_statement,
     settling_call_load,
 )
 from .transitions import check_settlement
@@ -71,7 +79,7 @@ class AttemptFile:
 
 @dataclass
 class _Prepared:
-    assets: list[Asset] = field(default_factory=list)
+    assets: list[AssetRow] = field(default_factory=list)
     model: list[dict[str, Any]] = field(default_factory=list)
     transcript: dict[str, Any] = field(default_factory=dict)
     arguments: Any = None
@@ -94,13 +102,11 @@ def _asset(
     media_type: str,
     truncated: bool = False,
     data: bytes | None = None,
-) -> Asset:
+) -> AssetRow:
     """An asset row for a file of the attempt; ``data`` when the caller holds its bytes (no
     re-read), else the file is stat'ed and hashed (streamed)."""
-    return Asset(
+    return AssetRow(
         id=uuid.uuid4(),
-        conversation_id=call.conversation_id,
-        tool_call_id=call.id,
         kind=kind,
         path=relative_to_data(path),
         size=len(data) if data is not None else path.stat().st_size,
@@ -257,29 +263,14 @@ def _commit(
     close_command_turn: bool,
 ) -> ConversationEvent:
     """The settlement transaction. Lock order: conversation row (sequence), then call row."""
-    event = event_append(
-        conversation_id=call.conversation_id,
-        type=ConversationEvent.Type.TOOL_CALL_RESPONSE,
-        payload=payload,
-        turn_id=call.turn_id,
-        tool_call_id=call.id,
-        messages=messages,
-    )
-    call_delete_guarded(call, guard)
-    for asset in prepared.assets:
-        asset.event = event
-    assets_insert(prepared.assets)
-    status = status_for_state(payload["outcome"])
-    update = status_update(call, status, finishedAt=iso(timezone.now()))
+    now = timezone.now()
+    update = status_update(call, status_for_state(payload["outcome"]), finishedAt=iso(now))
     if text is not None:
         update["output"] = bound_tool_output(text)
-    activity_fold(
-        tool_call_id=call.id,
-        conversation_id=call.conversation_id,
-        known=(call.activity_rev, call.activity_state),
-        update=update,
-        messages=messages,
-    )
+    if connection.vendor == "postgresql":
+        event = _commit_statement(call, guard, payload, prepared, update, now, messages)
+    else:
+        event = _commit_steps(call, guard, payload, prepared, update, messages)
     call_removed(
         conversation_id=call.conversation_id,
         call_id=call.id,
@@ -294,6 +285,78 @@ def _commit(
         turn = Turn.objects.filter(pk=call.turn_id, status=Turn.Status.OPEN).first()
         if turn is not None:
             turn_close(turn=turn, reason="command", messages=messages)
+    return event
+
+
+def _commit_statement(
+    call: SettlingCall,
+    guard: Guard,
+    payload: dict[str, Any],
+    prepared: _Prepared,
+    update: dict[str, Any],
+    now: Any,
+    messages: list[Message],
+) -> ConversationEvent:
+    """PostgreSQL: the whole body in one statement (``settle_statement``)."""
+    known = call.activity_rev is not None and call.activity_state is not None
+    fold = fold_write(call.activity_rev, call.activity_state, update) if known else None
+    row = settle_statement(
+        call, guard, payload_text=dumps(payload), now=now, assets=prepared.assets, fold=fold
+    )
+    if row is None:
+        raise StaleClaim("This claim no longer holds the call, or the call changed meanwhile.")
+    event = event_instance(
+        pk=row.event_id,
+        conversation_id=call.conversation_id,
+        sequence=row.sequence,
+        type=ConversationEvent.Type.TOOL_CALL_RESPONSE,
+        payload=payload,
+        turn_id=call.turn_id,
+        tool_call_id=call.id,
+        message_id=None,
+        created_at=now,
+    )
+    event_published(event, messages)
+    if row.activity_written:
+        activity_published(call.conversation_id, fold.rev + 1, update, messages)
+    elif fold is not None or not known:
+        # The activity moved since it was read (or was not read): fold again, row locked.
+        activity_apply(tool_call_id=call.id, update=update, messages=messages)
+    return event
+
+
+def _commit_steps(
+    call: SettlingCall,
+    guard: Guard,
+    payload: dict[str, Any],
+    prepared: _Prepared,
+    update: dict[str, Any],
+    messages: list[Message],
+) -> ConversationEvent:
+    """SQLite (writers already serialised by ``BEGIN IMMEDIATE``): one statement a step."""
+    event = event_append(
+        conversation_id=call.conversation_id,
+        type=ConversationEvent.Type.TOOL_CALL_RESPONSE,
+        payload=payload,
+        turn_id=call.turn_id,
+        tool_call_id=call.id,
+        messages=messages,
+    )
+    call_delete_guarded(call, guard)
+    assets_insert(
+        prepared.assets,
+        conversation_id=call.conversation_id,
+        call_id=call.id,
+        event_id=event.pk,
+        now=event.created_at,
+    )
+    activity_fold(
+        tool_call_id=call.id,
+        conversation_id=call.conversation_id,
+        known=(call.activity_rev, call.activity_state),
+        update=update,
+        messages=messages,
+    )
     return event
 
 

@@ -14,10 +14,18 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.utils import timezone
 
 from ..errors import StaleClaim
-from ..models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall, Turn
+from ..models import (
+    Asset,
+    Conversation,
+    ConversationEvent,
+    ExecutionClaim,
+    ToolActivity,
+    ToolCall,
+    Turn,
+)
+from .activity import FoldWrite
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,10 @@ def _json_column(value: Any) -> Any:
 
 
 def _uuid_column(value: Any) -> UUID | None:
-    return None if value is None else UUID(str(value))
+    """A UUID column read by a cursor: a ``UUID`` from psycopg, hex text from SQLite."""
+    if value is None or isinstance(value, UUID):
+        return value
+    return UUID(value)
 
 
 @dataclass
@@ -107,9 +118,9 @@ def settling_call_load(call_id: Any) -> SettlingCall | None:
      resolution, request_id, refused, token, turn_origin, sequence, by_name, rev, small,
      payload) = row  # fmt: skip
     return SettlingCall(
-        id=UUID(str(cid)),
-        conversation_id=UUID(str(conversation_id)),
-        turn_id=UUID(str(turn_id)),
+        id=_uuid_column(cid),
+        conversation_id=_uuid_column(conversation_id),
+        turn_id=_uuid_column(turn_id),
         state=state,
         generation=generation,
         attempt=attempt,
@@ -155,6 +166,7 @@ def guard_check(call: SettlingCall, guard: Guard) -> None:
 
 
 _CALLS = ToolCall._meta.db_table
+_ASSETS = Asset._meta.db_table
 _CLAIMS = ExecutionClaim._meta.db_table
 
 
@@ -209,27 +221,185 @@ def call_delete_guarded(call: SettlingCall, guard: Guard) -> None:
         raise StaleClaim("This claim no longer holds the call, or the call changed meanwhile.")
 
 
-_ASSET_FIELDS = Asset._meta.concrete_fields
-_ASSET_COLUMNS = ", ".join(connection.ops.quote_name(f.column) for f in _ASSET_FIELDS)
-_ASSET_ROW = "(" + ", ".join(["%s"] * len(_ASSET_FIELDS)) + ")"
+@dataclass(slots=True)
+class AssetRow:
+    """An ``Asset`` row to insert with the response event (no model instance on the hot path)."""
+
+    id: UUID
+    kind: str
+    path: str
+    size: int
+    sha256: str
+    media_type: str
+    truncated: bool
 
 
-def assets_insert(assets: list[Asset]) -> None:
+_ASSET_COLUMNS = (
+    "id",
+    "conversation_id",
+    "tool_call_id",
+    "event_id",
+    "kind",
+    "path",
+    "size",
+    "sha256",
+    "media_type",
+    "truncated",
+    "created_at",
+)
+_ASSET_ROW = "(" + ", ".join(["%s"] * len(_ASSET_COLUMNS)) + ")"
+
+
+def assets_insert(
+    assets: list[AssetRow], *, conversation_id: Any, call_id: Any, event_id: int, now: Any
+) -> None:
     """Insert the attempt's asset rows in one statement (``bulk_create`` costs ~3x here)."""
     if not assets:
         return
-    now = timezone.now()
+    field = Asset._meta.get_field
     params: list[Any] = []
     for asset in assets:
-        asset.created_at = asset.created_at or now
-        params.extend(
-            f.get_db_prep_save(getattr(asset, f.attname), connection) for f in _ASSET_FIELDS
-        )
+        values = {
+            "id": asset.id,
+            "conversation": conversation_id,
+            "tool_call_id": call_id,
+            "event": event_id,
+            "kind": asset.kind,
+            "path": asset.path,
+            "size": asset.size,
+            "sha256": asset.sha256,
+            "media_type": asset.media_type,
+            "truncated": asset.truncated,
+            "created_at": now,
+        }
+        params.extend(field(k).get_db_prep_save(v, connection) for k, v in values.items())
     rows = ", ".join([_ASSET_ROW] * len(assets))
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {Asset._meta.db_table} ({_ASSET_COLUMNS}) VALUES {rows}", params
+        cursor.execute(f"INSERT INTO {_ASSETS} ({', '.join(_ASSET_COLUMNS)}) VALUES {rows}", params)
+
+
+# --- PostgreSQL: the settlement transaction's body as one statement ---------------------------
+#
+# Each CTE runs only when the one before it produced its row, so the order of locks is the
+# order of every other writer (conversation row, then claim and call rows) and a failed guard
+# changes nothing: no sequence is taken, no event or asset row is written.
+
+_CONVERSATIONS = Conversation._meta.db_table
+_EVENTS = ConversationEvent._meta.db_table
+_ACTIVITY = ToolActivity._meta.db_table
+
+
+@dataclass(frozen=True)
+class SettledRow:
+    event_id: int
+    sequence: int
+    activity_written: bool
+
+
+def _settle_sql(held: bool, n_assets: int, fold: bool) -> str:
+    claim_guard = "AND token = %(token)s AND generation = %(generation)s " if held else ""
+    # Held: the row goes only if its claim did. Not held: the claim (if any) goes first anyway,
+    # so the locks are always taken conversation, claim, call.
+    call_guard = (
+        "AND EXISTS (SELECT 1 FROM claim)"
+        if held
+        else "AND EXISTS (SELECT 1 FROM conv) AND (SELECT count(*) FROM claim) >= 0"
+    )
+    parts = [
+        f"conv AS (SELECT id FROM {_CONVERSATIONS} WHERE id = %(conversation)s FOR UPDATE)",
+        f"claim AS (DELETE FROM {_CLAIMS} WHERE call_id = %(call)s {claim_guard}"
+        f"AND EXISTS (SELECT 1 FROM conv) RETURNING call_id)",
+        f"gone AS (DELETE FROM {_CALLS} WHERE id = %(call)s AND generation = %(generation)s "
+        f"AND state = %(state)s {call_guard} RETURNING id)",
+        f"seq AS (UPDATE {_CONVERSATIONS} SET last_sequence = last_sequence + 1, "
+        f"updated_at = %(now)s WHERE id = %(conversation)s AND EXISTS (SELECT 1 FROM gone) "
+        f"RETURNING last_sequence)",
+        f"ev AS (INSERT INTO {_EVENTS} (conversation_id, type, turn_id, tool_call_id, "
+        f"message_id, payload, created_at, sequence) SELECT %(conversation)s, %(type)s, "
+        f"%(turn)s, %(call)s, NULL, %(payload)s::json, %(now)s, last_sequence FROM seq "
+        f"RETURNING id, sequence)",
+    ]
+    if n_assets:
+        rows = ", ".join(
+            f"(%(a{i}_id)s::uuid, %(a{i}_kind)s::text, %(a{i}_path)s::text, %(a{i}_size)s::bigint, "
+            f"%(a{i}_sha256)s::text, %(a{i}_media_type)s::text, %(a{i}_truncated)s::boolean)"
+            for i in range(n_assets)
         )
-    for asset in assets:
-        asset._state.adding = False
-        asset._state.db = connection.alias
+        parts.append(
+            f"assets AS (INSERT INTO {_ASSETS} (id, conversation_id, tool_call_id, event_id, "
+            f"kind, path, size, sha256, media_type, truncated, created_at) "
+            f"SELECT v.id, %(conversation)s, %(call)s, ev.id, v.kind, v.path, v.size, v.sha256, "
+            f"v.media_type, v.truncated, %(now)s FROM ev CROSS JOIN (VALUES {rows}) "
+            f"AS v (id, kind, path, size, sha256, media_type, truncated) RETURNING 1)"
+        )
+    if fold:
+        parts.append(
+            f"act AS (UPDATE {_ACTIVITY} SET rev = rev + 1, state_json = %(state_json)s::json, "
+            f"payload_json = %(payload_json)s::json, payload_bytes = %(payload_bytes)s, "
+            f"is_final = %(is_final)s, updated_at = %(now)s WHERE tool_call_id = %(call)s "
+            f"AND rev = %(rev)s AND EXISTS (SELECT 1 FROM ev) RETURNING rev)"
+        )
+    written = "EXISTS (SELECT 1 FROM act)" if fold else "false"
+    return f"WITH {', '.join(parts)} SELECT ev.id, ev.sequence, {written} FROM ev"
+
+
+_SETTLE_SQL: dict[tuple[bool, int, bool], str] = {}
+
+
+def settle_statement(
+    call: SettlingCall,
+    guard: Guard,
+    *,
+    payload_text: str,
+    now: Any,
+    assets: list[AssetRow],
+    fold: FoldWrite | None,
+) -> SettledRow | None:
+    """PostgreSQL: in one statement (inside the caller's transaction) lock the conversation,
+    delete the claim and the row under the guard, append the ``tool_call_response`` event,
+    insert its assets and compare-and-set the activity. None when the guard failed (nothing
+    was written)."""
+    held = isinstance(guard, ClaimGuard)
+    key = (held, len(assets), fold is not None)
+    sql = _SETTLE_SQL.get(key)
+    if sql is None:
+        sql = _SETTLE_SQL[key] = _settle_sql(*key)
+    params: dict[str, Any] = {
+        "conversation": call.conversation_id,
+        "call": call.id,
+        "turn": call.turn_id,
+        "generation": call.generation,
+        "state": ToolCall.State.RUNNING if held else call.state,
+        "type": ConversationEvent.Type.TOOL_CALL_RESPONSE,
+        "payload": payload_text,
+        "now": now,
+    }
+    if held:
+        params["generation"] = guard.generation
+        params["token"] = _maybe_uuid(guard.token)
+    for i, asset in enumerate(assets):
+        params.update(
+            {
+                f"a{i}_id": asset.id,
+                f"a{i}_kind": asset.kind,
+                f"a{i}_path": asset.path,
+                f"a{i}_size": asset.size,
+                f"a{i}_sha256": asset.sha256,
+                f"a{i}_media_type": asset.media_type,
+                f"a{i}_truncated": asset.truncated,
+            }
+        )
+    if fold is not None:
+        params.update(
+            state_json=fold.state_json,
+            payload_json=fold.payload_json,
+            payload_bytes=fold.payload_bytes,
+            is_final=fold.is_final,
+            rev=fold.rev,
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return SettledRow(event_id=row[0], sequence=row[1], activity_written=bool(row[2]))

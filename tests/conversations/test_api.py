@@ -34,7 +34,7 @@ from conversations.models import (
 )
 from conversations.services.claims import claim_acquire
 from conversations.services.messages import message_post
-from conversations.services.publish import conversation_group
+from conversations.services.publish import conversation_group, unpack
 from conversations.services.settlement import AttemptFile, ClaimGuard, call_settle
 from conversations.services.transitions import call_move
 from conversations.storage import attempt_dir, conversation_dir
@@ -1239,7 +1239,7 @@ def test_delete_conversation_cancels_open_calls_then_deletes(
         got = []
         while True:
             try:
-                got.append(await asyncio.wait_for(layer.receive(channel), timeout=0.5))
+                got.extend(unpack(await asyncio.wait_for(layer.receive(channel), timeout=0.5)))
             except TimeoutError:
                 return got
 

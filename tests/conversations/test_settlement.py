@@ -228,3 +228,86 @@ def test_a_move_that_keeps_the_generation_still_beats_a_compare_and_set(user):
         assert not ConversationEvent.objects.filter(tool_call_id=call_id).exists()
         assert call_cancel(call_id=call_id) == {"outcome": "cancelled", "alreadySettled": False}
     assert ConversationEvent.objects.get(tool_call_id=call_id).payload["outcome"] == "cancelled"
+
+
+@pytest.mark.django_db
+def test_an_activity_update_between_read_and_commit_is_folded_again_not_lost(user, monkeypatch):
+    """Settlement compares-and-sets the activity on the rev it read; when a live update moved
+    it meanwhile, the final state is folded again onto the newer one, in the same commit."""
+    from django.db import transaction
+
+    from conversations.services import settlement
+    from conversations.services.activity import activity_apply
+
+    conversation, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    read_rev = ToolActivity.objects.get(tool_call_id=call_id).rev
+    turn_id = str(ToolCall.objects.get(pk=call_id).turn_id)
+    load = settlement.settling_call_load
+
+    def load_then_live_update(cid):
+        call = load(cid)
+        with transaction.atomic():  # another writer, after our read
+            activity_apply(
+                tool_call_id=cid,
+                update={"toolCallId": str(cid), "turnId": turn_id, "title": "renamed meanwhile"},
+                messages=[],
+            )
+        return call
+
+    monkeypatch.setattr(settlement, "settling_call_load", load_then_live_update)
+    call_settle(
+        call_id=call_id,
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        result=_result("done"),
+        text="done",
+    )
+    activity = ToolActivity.objects.get(tool_call_id=call_id)
+    assert activity.rev == read_rev + 2
+    assert activity.is_final
+    assert activity.state_json["status"] == "completed"
+    assert activity.state_json["title"] == "renamed meanwhile"  # the live update is kept
+    assert activity.payload_json["output"] == {"text": "done"}
+    assert ConversationEvent.objects.filter(tool_call_id=call_id).count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("holder", [True, False], ids=["claim-guard", "generation-guard"])
+def test_a_guard_lost_after_the_read_writes_nothing_and_takes_no_sequence(
+    user, monkeypatch, holder
+):
+    """The row changes between settlement's read and its transaction (recovery took the call
+    back): the guard inside the transaction refuses, and no sequence, event or asset is left."""
+    from conversations.services import settlement
+
+    conversation, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    conversation.refresh_from_db()
+    head = conversation.last_sequence
+    load = settlement.settling_call_load
+
+    def load_then_recovered(cid):
+        call = load(cid)
+        ExecutionClaim.objects.filter(call_id=cid).delete()
+        ToolCall.objects.filter(pk=cid).update(state="ready", attempt=2)
+        return call
+
+    monkeypatch.setattr(settlement, "settling_call_load", load_then_recovered)
+    guard = (
+        ClaimGuard(claim.token, claim.generation) if holder else GenerationGuard(claim.generation)
+    )
+    with pytest.raises(StaleClaim):
+        call_settle(
+            call_id=call_id,
+            outcome="completed" if holder else "cancelled",
+            guard=guard,
+            result=_result("late"),
+            text="late",
+        )
+    conversation.refresh_from_db()
+    assert conversation.last_sequence == head
+    assert not ConversationEvent.objects.filter(tool_call_id=call_id).exists()
+    assert not Asset.objects.filter(tool_call_id=call_id).exists()
+    assert ToolCall.objects.get(pk=call_id).state == "ready"
+    assert not ToolActivity.objects.get(tool_call_id=call_id).is_final
