@@ -117,7 +117,10 @@ class ConversationEvent(models.Model):
         ASYNC_BASH_EVENT = "async_bash_event"
         TURN_ENDED = "turn_ended"
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the unique (conversation, sequence) leads with it.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     sequence = models.PositiveBigIntegerField()
     type = models.CharField(max_length=32, choices=Type.choices)
     turn = models.ForeignKey(
@@ -293,8 +296,9 @@ class ToolActivity(TimeStamped):
     """The folded ``tool.updated`` state of one call, kept after settlement (projections/fold.py)."""
 
     tool_call_id = models.UUIDField(unique=True)
+    # No index of its own: ``activity_recent`` (conversation, -ordinal) leads with it.
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="activities"
+        Conversation, on_delete=models.CASCADE, related_name="activities", db_index=False
     )
     turn = models.ForeignKey(
         Turn, null=True, blank=True, on_delete=models.CASCADE, related_name="activities"
