@@ -48,14 +48,20 @@ class FileExistsDifferent(Exception):
 
 
 def _make_folder(folder: str) -> None:
-    """Create an attempt folder: one ``mkdir`` when its call folder exists, two for a first
-    attempt, the whole chain only for a conversation's first files."""
+    """Create an attempt folder ``…/<call id>/g<generation>``: the call folder, then the
+    attempt's (two ``mkdir``s, the common case), or the whole chain for a conversation's first
+    files. Every ``mkdir`` is a journalled metadata write, so none is spent on a guess."""
+    parent = os.path.dirname(folder)
+    try:
+        os.mkdir(parent)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(parent, exist_ok=True)
     try:
         os.mkdir(folder)
     except FileExistsError:
         pass
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
 
 
 def write_exclusive(path: Path, data: bytes) -> None:
