@@ -58,10 +58,8 @@ def _make_folder(folder: str) -> None:
         pass
     except FileNotFoundError:
         os.makedirs(parent, exist_ok=True)
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(folder)
-    except FileExistsError:
-        pass
 
 
 def write_exclusive(path: Path, data: bytes) -> None:

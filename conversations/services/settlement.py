@@ -303,8 +303,6 @@ def _commit_statement(
     row = settle_statement(
         call, guard, payload_text=dumps(payload), now=now, assets=prepared.assets, fold=fold
     )
-    if row is None:
-        raise StaleClaim("This claim no longer holds the call, or the call changed meanwhile.")
     event = event_instance(
         pk=row.event_id,
         conversation_id=call.conversation_id,

@@ -166,6 +166,7 @@ def guard_check(call: SettlingCall, guard: Guard) -> None:
 
 
 _CALLS = ToolCall._meta.db_table
+_GUARD_LOST = "This claim no longer holds the call, or the call changed meanwhile."
 _ASSETS = Asset._meta.db_table
 _CLAIMS = ExecutionClaim._meta.db_table
 
@@ -218,7 +219,7 @@ def call_delete_guarded(call: SettlingCall, guard: Guard) -> None:
         if deleted == 1 and vendor == "sqlite":
             cursor.execute(f"DELETE FROM {_CLAIMS} WHERE call_id = %s", [pk])
     if deleted != 1:
-        raise StaleClaim("This claim no longer holds the call, or the call changed meanwhile.")
+        raise StaleClaim(_GUARD_LOST)
 
 
 @dataclass(slots=True)
@@ -354,11 +355,11 @@ def settle_statement(
     now: Any,
     assets: list[AssetRow],
     fold: FoldWrite | None,
-) -> SettledRow | None:
+) -> SettledRow:
     """PostgreSQL: in one statement (inside the caller's transaction) lock the conversation,
     delete the claim and the row under the guard, append the ``tool_call_response`` event,
-    insert its assets and compare-and-set the activity. None when the guard failed (nothing
-    was written)."""
+    insert its assets and compare-and-set the activity. ``StaleClaim`` when the guard failed
+    (nothing was written; the caller's transaction rolls back the claim delete)."""
     held = isinstance(guard, ClaimGuard)
     key = (held, len(assets), fold is not None)
     sql = _SETTLE_SQL.get(key)
@@ -401,5 +402,5 @@ def settle_statement(
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
-        return None
+        raise StaleClaim(_GUARD_LOST)
     return SettledRow(event_id=row[0], sequence=row[1], activity_written=bool(row[2]))
