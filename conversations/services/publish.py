@@ -154,19 +154,21 @@ class _Publisher:
             self._loop_ref, self._event = asyncio.get_running_loop(), event
         while True:
             with self._lock:
-                if not self._batches:
-                    self._idle = True
-            if self._idle:
-                await event.wait()
+                idle = self._idle = not self._batches
+            if idle:
+                await event.wait()  # a stale wake-up only costs one empty round
                 event.clear()
             await asyncio.sleep(self.LINGER_SECONDS)
             # Everything queued meanwhile goes out together (coalesced per group).
             with self._lock:
                 taken = list(self._batches)
                 self._batches.clear()
-            await send_all(layer, [m for batch in taken for m in batch])
-            with self._lock:
-                self._pending -= len(taken)
+            try:
+                if taken:
+                    await send_all(layer, [m for batch in taken for m in batch])
+            finally:
+                with self._lock:
+                    self._pending -= len(taken)
 
     def drain(self, timeout: float = 5.0) -> bool:
         """Wait until every submitted batch was handed to the layer (tests, shutdown)."""

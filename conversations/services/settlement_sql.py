@@ -369,14 +369,13 @@ def settle_statement(
         "conversation": call.conversation_id,
         "call": call.id,
         "turn": call.turn_id,
-        "generation": call.generation,
-        "state": ToolCall.State.RUNNING if held else call.state,
-        "type": ConversationEvent.Type.TOOL_CALL_RESPONSE,
+        "generation": guard.generation,  # equal to the row's as read (guard_check)
+        "state": ToolCall.State.RUNNING.value if held else call.state,
+        "type": ConversationEvent.Type.TOOL_CALL_RESPONSE.value,
         "payload": payload_text,
         "now": now,
     }
     if held:
-        params["generation"] = guard.generation
         params["token"] = _maybe_uuid(guard.token)
     for i, asset in enumerate(assets):
         params.update(
