@@ -311,3 +311,81 @@ def test_a_guard_lost_after_the_read_writes_nothing_and_takes_no_sequence(
     assert not Asset.objects.filter(tool_call_id=call_id).exists()
     assert ToolCall.objects.get(pk=call_id).state == "ready"
     assert not ToolActivity.objects.get(tool_call_id=call_id).is_final
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_settlers_of_one_conversation_neither_deadlock_nor_leave_gaps(user):
+    """8 threads settle, cancel and renew the claims of 40 calls of one conversation in
+    different orders. Every call gets exactly one response, sequences stay gapless, and no
+    settler fails with anything but ``stale_claim`` (a deadlock would surface as an error)."""
+    import random
+
+    from conversations.services.claims import claim_renew
+
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    call_ids = assistant_calls(
+        conversation, turn_id, *[("notes", {"q": n}) for n in range(40)]
+    ).call_ids
+    claims = {cid: claim_acquire(call_id=cid, worker="w") for cid in call_ids}
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+    won: list[str] = []
+
+    def settler(n: int) -> None:
+        order = list(call_ids)
+        random.Random(n).shuffle(order)
+        try:
+            start.wait()
+            for cid in order:
+                claim = claims[cid]
+                try:
+                    if n % 3 == 0:
+                        claim_renew(call_id=cid, token=claim.token, generation=claim.generation)
+                        continue
+                    if n % 3 == 1:
+                        guard = ClaimGuard(claim.token, claim.generation)
+                        call_settle(
+                            call_id=cid,
+                            outcome="completed",
+                            guard=guard,
+                            result=_result(f"by {n}"),
+                            text=f"by {n}",
+                        )
+                    else:
+                        call_settle(
+                            call_id=cid,
+                            outcome="indeterminate",
+                            guard=GenerationGuard(claim.generation),
+                        )
+                    won.append(str(cid))
+                except StaleClaim:
+                    pass
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=settler, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(won) == sorted(str(c) for c in call_ids)  # each call settled exactly once
+    responses = ConversationEvent.objects.filter(
+        conversation=conversation, type="tool_call_response"
+    )
+    assert responses.count() == 40
+    sequences = list(
+        ConversationEvent.objects.filter(conversation=conversation)
+        .order_by("sequence")
+        .values_list("sequence", flat=True)
+    )
+    assert sequences == list(range(1, len(sequences) + 1))
+    assert not ToolCall.objects.filter(conversation=conversation).exists()
+    assert not ExecutionClaim.objects.filter(call_id__in=call_ids).exists()
+    assert Asset.objects.filter(conversation=conversation).count() == sum(
+        1 for r in responses if r.payload["outcome"] == "completed"
+    )
+    assert all(a.is_final for a in ToolActivity.objects.filter(conversation=conversation))
