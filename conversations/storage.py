@@ -28,8 +28,13 @@ def conversation_dir(conversation_id: UUID | str) -> Path:
     return data_dir() / "conversations" / str(conversation_id)
 
 
+def attempt_relative(conversation_id: UUID | str, call_id: UUID | str, generation: int) -> str:
+    """The attempt folder's path under ``DATA_DIR``, as stored in ``Asset.path``."""
+    return f"conversations/{conversation_id}/tool-calls/{call_id}/g{generation}"
+
+
 def attempt_dir(conversation_id: UUID | str, call_id: UUID | str, generation: int) -> Path:
-    return conversation_dir(conversation_id) / "tool-calls" / str(call_id) / f"g{generation}"
+    return data_dir() / attempt_relative(conversation_id, call_id, generation)
 
 
 def relative_to_data(path: Path) -> str:

@@ -32,7 +32,8 @@ from ..models import ConversationEvent, ToolCall, Turn
 from ..shapes import iso
 from ..storage import (
     FileExistsDifferent,
-    attempt_dir,
+    attempt_relative,
+    data_dir,
     relative_to_data,
     sha256_file,
     write_exclusive,
@@ -96,19 +97,20 @@ def _resource(call: SettlingCall) -> str | None:
 
 
 def _asset(
-    call: SettlingCall,
     path: Path,
     kind: str,
     media_type: str,
     truncated: bool = False,
     data: bytes | None = None,
+    relative: str | None = None,
 ) -> AssetRow:
     """An asset row for a file of the attempt; ``data`` when the caller holds its bytes (no
-    re-read), else the file is stat'ed and hashed (streamed)."""
+    re-read), else the file is stat'ed and hashed (streamed). ``relative``: its path under
+    ``DATA_DIR`` when the caller knows it."""
     return AssetRow(
         id=uuid.uuid4(),
         kind=kind,
-        path=relative_to_data(path),
+        path=relative if relative is not None else relative_to_data(path),
         size=len(data) if data is not None else path.stat().st_size,
         sha256=hashlib.sha256(data).hexdigest() if data is not None else sha256_file(path),
         media_type=media_type,
@@ -129,20 +131,24 @@ def _prepare(
 ) -> _Prepared:
     """Write and hash the attempt's files; compute the model and transcript projections."""
     spec = tool_spec(call.tool_name)
-    folder = attempt_dir(call.conversation_id, call.id, call.generation)
+    relative = attempt_relative(call.conversation_id, call.id, call.generation)
+    folder = data_dir() / relative
     prepared = _Prepared()
     prepared.arguments = bound_tool_input(call.arguments, tool_name=call.tool_name, kind=spec.kind)
-    written: list[tuple[Path, str, bytes]] = []
+    written: list[tuple[str, str, bytes]] = []
     if prepared.arguments != call.arguments:
-        written.append((folder / "arguments.json", "arguments", dumps(call.arguments).encode()))
+        written.append(("arguments.json", "arguments", dumps(call.arguments).encode()))
     result_path = folder / "result.json"
     if result is not None:
-        written.append((result_path, "payload", dumps(result).encode()))
-    for path, kind, data in written:
+        written.append(("result.json", "payload", dumps(result).encode()))
+    for name, kind, data in written:
+        path = folder / name
         write_exclusive(path, data)
-        prepared.assets.append(_asset(call, path, kind, "application/json", data=data))
+        prepared.assets.append(
+            _asset(path, kind, "application/json", data=data, relative=f"{relative}/{name}")
+        )
     for item in files:
-        prepared.assets.append(_asset(call, item.path, item.kind, item.media_type, item.truncated))
+        prepared.assets.append(_asset(item.path, item.kind, item.media_type, item.truncated))
     output_path = folder / "output.txt"
     artifacts = [
         {
