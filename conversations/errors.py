@@ -11,19 +11,14 @@ class DomainError(Exception):
     status: int = 409
     code: str = "conflict"
 
-    def __init__(self, message: str, *, field: str | None = None, details: Any = None) -> None:
+    def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
-        self.details = details
 
     def body(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.field is not None:
-            error["field"] = self.field
-        if self.details is not None:
-            error["details"] = self.details
-        return {"error": error}
+        """``{"error": {"code", "message", "field"?}}``: exactly the keys of api.md."""
+        return error_body(self.code, self.message, self.field)
 
 
 class NotFound(DomainError):
@@ -64,6 +59,11 @@ class NotAwaiting(DomainError):
 
 class ResolutionConflict(DomainError):
     code = "resolution_conflict"
+
+    def __init__(self, message: str, *, recorded_request: str | None, recorded: Any) -> None:
+        super().__init__(message)
+        self.recorded_request = recorded_request  # named in the message too
+        self.recorded = recorded
 
 
 class StaleClaim(DomainError):

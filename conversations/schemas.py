@@ -58,7 +58,7 @@ class MessageIn(In):
 class CommandIn(In):
     inputId: _ID
     command: Annotated[str, Field(min_length=1, max_length=65536)]
-    includeInContext: bool = True
+    includeInContext: bool
 
 
 class TurnEndIn(In):

@@ -15,6 +15,7 @@ from tools.catalog import tool_spec
 from tools.models import PermissionRule
 
 from ..errors import Forbidden, NotAwaiting, NotFound, ResolutionConflict, ValidationFailed
+from ..fields import dumps
 from ..models import ConversationEvent, ToolCall
 from .activity import activity_apply, status_update
 from .calls import call_changed
@@ -39,9 +40,13 @@ def _record(
 
 
 def _conflict(recorded_request: str | None, recorded: dict[str, Any]) -> ResolutionConflict:
+    """The refusal names the recorded resolution in its message: the error object keeps the
+    spec's keys (``code``, ``message``)."""
     return ResolutionConflict(
-        "The call was already resolved differently.",
-        details={"requestId": recorded_request, "resolution": recorded},
+        f"The call was already resolved differently: request {dumps(recorded_request)} "
+        f"recorded {dumps(recorded)}.",
+        recorded_request=recorded_request,
+        recorded=recorded,
     )
 
 

@@ -227,7 +227,7 @@ CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
 
 MISSING: dict[str, list[str]] = {
     "message": ["messageId", "role", "content"],
-    "command": ["inputId", "command"],
+    "command": ["inputId", "command", "includeInContext"],
     "ack": ["upTo"],
     "resolution": ["requestId", "decision"],
 }
@@ -379,7 +379,7 @@ def test_lone_surrogates_in_other_bodies_are_replaced(api, user):
     command = post_raw(
         api,
         f"{API}/conversations/{cid}/commands",
-        '{"inputId":"i\\ud800","command":"echo \\udfff"}',
+        '{"inputId":"i\\ud800","command":"echo \\udfff","includeInContext":true}',
     )
     assert command.status_code == 201, command.content
     turn = Turn.objects.get(pk=command.json()["turnId"])

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from conversations.errors import Forbidden, NotAwaiting, ResolutionConflict, ValidationFailed
+from conversations.fields import dumps
 from conversations.models import ConversationEvent, ToolCall
 from conversations.services.claims import claim_acquire
 from conversations.services.interactions import call_resolve
@@ -49,7 +50,14 @@ def test_approve_moves_to_ready_and_is_idempotent(runner):
     assert call_resolve(call_id=call_id, user=runner, request_id="r1", resolution=ALLOW) == first
     with pytest.raises(ResolutionConflict) as conflict:
         call_resolve(call_id=call_id, user=runner, request_id="r2", resolution=DENY)
-    assert conflict.value.details == {"requestId": "r1", "resolution": ALLOW}
+    assert (conflict.value.recorded_request, conflict.value.recorded) == ("r1", ALLOW)
+    assert conflict.value.body() == {
+        "error": {
+            "code": "resolution_conflict",
+            "message": 'The call was already resolved differently: request "r1" recorded '
+            f"{dumps(ALLOW)}.",
+        }
+    }
 
 
 def test_deny_settles_denied_and_the_same_request_answers_after_settlement(runner):
