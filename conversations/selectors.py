@@ -19,7 +19,7 @@ from .errors import CursorAhead, NotFound, ValidationFailed
 from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
 from .services.activity import activity_state
 from .services.queue import queue_notices
-from .shapes import asset_wire, call_wire, conversation_wire, event_wire
+from .shapes import asset_wire, call_wire, conversation_wire, settled_call_wire
 from .storage import absolute_from_data
 
 
@@ -181,11 +181,7 @@ def call_detail(user: Any, call_id: Any) -> dict[str, Any]:
     if call is not None:
         return call_wire(call)
     assert event is not None
-    return {
-        "id": str(event.tool_call_id),
-        "outcome": event.payload["outcome"],
-        "response": event_wire(event),
-    }
+    return settled_call_wire(event)
 
 
 def call_details(user: Any, call_id: Any) -> dict[str, Any]:

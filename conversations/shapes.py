@@ -41,6 +41,15 @@ def event_wire(event: ConversationEvent) -> dict[str, Any]:
     }
 
 
+def settled_call_wire(event: ConversationEvent) -> dict[str, Any]:
+    """A settled call as clients see it: ``{id, outcome, response: event}`` (api.md)."""
+    return {
+        "id": str(event.tool_call_id),
+        "outcome": event.payload["outcome"],
+        "response": event_wire(event),
+    }
+
+
 def claim_wire(call: ToolCall) -> dict[str, Any] | None:
     claim = getattr(call, "claim", None) if call.state == ToolCall.State.RUNNING else None
     if claim is None:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Q
 
-from .catalog import ToolSpec
+from .catalog import ToolSpec, tool_spec
 from .models import PermissionRule
 
 # A command with one of these matches only a wildcard-free pattern equal to it.
@@ -22,8 +21,9 @@ _DECISION_RANK = {"deny": 0, "ask": 1, "allow": 2}
 _WILDCARD = re.compile(r"\*|\?|\[[^\]]*\]")
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
+    """``(decision, reason, rule)``: the port's answer, unpackable as the spec writes it."""
+
     decision: str
     reason: str
     rule: PermissionRule | None
@@ -81,12 +81,26 @@ def rule_matches(rule: PermissionRule, subject: str, *, is_command: bool) -> boo
     return fnmatch.fnmatchcase(subject, pattern)
 
 
+def _workspace_of(conversation: Any) -> Path | None:
+    from conversations.storage import owner_workspace_root
+
+    return owner_workspace_root(conversation.owner_id) / conversation.workspace
+
+
 def evaluate(
-    *, conversation_id: Any, spec: ToolSpec, arguments: Any, workspace: Path | None = None
+    conversation: Any, tool: ToolSpec | str, arguments: Any, *, workspace: Path | None = None
 ) -> Decision:
-    """Decide for one call: a matching global deny wins; then conversation rules before global
-    ones, most specific pattern first, deny > ask > allow at equal specificity; else the
-    tool's default decision."""
+    """``evaluate(conversation, tool, arguments) -> (decision, reason, rule)`` (tools.md).
+
+    ``conversation`` is a ``Conversation`` (its workspace resolves path rules unless
+    ``workspace`` is given) or its id; ``tool`` a catalog entry or a tool name. A matching
+    global deny wins; then conversation rules before global ones, most specific pattern first,
+    deny > ask > allow at equal specificity; else the tool's default decision.
+    """
+    spec = tool if isinstance(tool, ToolSpec) else tool_spec(tool)
+    conversation_id = getattr(conversation, "pk", conversation)
+    if workspace is None and hasattr(conversation, "owner_id"):
+        workspace = _workspace_of(conversation)
     subject = rule_subject(spec, arguments, workspace)
     is_command = spec.subject == "command" or (
         not spec.core and isinstance(arguments, dict) and "command" in arguments

@@ -13,7 +13,7 @@ from projections.units import clean_json, clean_text
 
 from ..errors import CommandConflict, MessageConflict, TurnNotOpen, TurnOpen
 from ..models import ConversationEvent, ToolCall, Turn
-from ..shapes import event_wire
+from ..shapes import event_wire, settled_call_wire
 from .activity import next_ordinal
 from .calls import call_create, command_call_id, model_call_id
 from .events import conversation_lock, event_append
@@ -166,11 +166,18 @@ def _create_calls(
     return created
 
 
-def _command_body(turn: Turn) -> dict[str, Any]:
+def _command_body(turn: Turn, *, repeated: bool = False) -> dict[str, Any]:
+    """The answer of a ``!command``: the call as created; repeated once the call settled, the
+    settled call with its response (lifecycle.md: "once settled, its response")."""
+    call_id = command_call_id(turn.conversation_id, turn.input_id or "")
+    if repeated:
+        response = ConversationEvent.objects.filter(tool_call_id=call_id).first()
+        if response is not None:
+            return {"turnId": str(turn.id), "toolCall": settled_call_wire(response)}
     return {
         "turnId": str(turn.id),
         "toolCall": {
-            "id": str(command_call_id(turn.conversation_id, turn.input_id or "")),
+            "id": str(call_id),
             "providerCallId": "",
             "contentIndex": None,
             "toolName": "bash",
@@ -197,7 +204,7 @@ def command_post(
                 raise CommandConflict(
                     f"Input {input_id} was recorded with another command.", field="inputId"
                 )
-            return Posted(created=False, body=_command_body(recorded))
+            return Posted(created=False, body=_command_body(recorded, repeated=True))
         open_turn = _open_turn(conversation_id)
         if open_turn is not None:
             raise TurnOpen(f"Turn {open_turn.id} is still open.")

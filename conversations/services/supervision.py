@@ -56,12 +56,7 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
             },
         )
     workspace = _workspace(call.conversation)
-    decision = evaluate(
-        conversation_id=call.conversation_id,
-        spec=spec,
-        arguments=call.arguments,
-        workspace=workspace,
-    )
+    decision = evaluate(call.conversation_id, spec, call.arguments, workspace=workspace)
     supervision = decision.as_supervision()
     effective = decision.decision
     if effective == "ask" and call.origin == ToolCall.Origin.USER:

@@ -37,6 +37,7 @@ from conversations.services.messages import message_post
 from conversations.services.publish import conversation_group, unpack
 from conversations.services.settlement import AttemptFile, ClaimGuard, call_settle
 from conversations.services.transitions import call_move
+from conversations.shapes import iso
 from conversations.storage import attempt_dir, conversation_dir
 from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 from tools.models import PermissionRule
@@ -675,14 +676,32 @@ def test_commands_open_their_own_turn_and_are_deduplicated(api, user):
         api.post_json(f"{API}/conversations/{conversation.pk}/messages", message), 409, "turn_open"
     )
 
-    # Once the call settles the turn ends (reason command); the repeat still answers 200.
+    # Once the call settles the turn ends (reason command); the repeat answers 200 with the
+    # settled call and its response.
     settle_host(call["id"], text="hi")
     turn.refresh_from_db()
     assert turn.status == "ended"
     ended = ConversationEvent.objects.get(conversation=conversation, type="turn_ended")
     assert ended.payload == {"turnId": body["turnId"], "reason": "command"}
     repeat = api.post_json(url, command)
-    assert repeat.status_code == 200 and repeat.json() == body
+    assert repeat.status_code == 200
+    response = ConversationEvent.objects.get(tool_call_id=call["id"])
+    assert repeat.json() == {
+        "turnId": body["turnId"],
+        "toolCall": {
+            "id": call["id"],
+            "outcome": "completed",
+            "response": {
+                "sequence": response.sequence,
+                "type": "tool_call_response",
+                "turnId": body["turnId"],
+                "toolCallId": call["id"],
+                "payload": response.payload,
+                "createdAt": iso(response.created_at),
+            },
+        },
+    }
+    assert repeat.json()["toolCall"] == api.get(f"{API}/tool-calls/{call['id']}").json()
     assert_error(api.post_json(url, {**command, "command": "other"}), 409, "command_conflict")
     # A new command is accepted now.
     again = {"inputId": "in-3", "command": "pwd", "includeInContext": True}

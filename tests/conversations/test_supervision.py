@@ -138,13 +138,19 @@ def test_path_rules_match_the_resolved_path(user, settings):
         tool_name="read", pattern=f"{workspace}/secrets/*", decision="deny"
     )
     decision = evaluate(
-        conversation_id=conversation.pk,
-        spec=tool_spec("read"),
-        arguments={"path": "src/../secrets/key"},
-        workspace=workspace,
+        conversation.pk, tool_spec("read"), {"path": "src/../secrets/key"}, workspace=workspace
     )
     assert decision.decision == "deny"
     assert decision.as_supervision()["rule"]["scope"] == "global"
+    # The port as tools.md writes it: the conversation resolves the workspace, the tool by name.
+    decision, reason, rule = evaluate(conversation, "read", {"path": "src/../secrets/key"})
+    assert (decision, reason) == ("deny", "Denied by permission policy.")
+    assert rule.pattern == f"{workspace}/secrets/*"
+    assert evaluate(conversation, "read", {"path": "src/main.py"}) == (
+        "allow",
+        "Allowed by default.",
+        None,
+    )
 
 
 def test_a_users_command_treats_ask_as_allow_but_deny_denies(user):
