@@ -47,9 +47,13 @@ Limit = Query(50, ge=1, le=100)
 
 
 @router.post("/conversations", response={201: ConversationOut, **ERRORS})
-def create_conversation(request: HttpRequest, payload: ConversationIn) -> HttpResponse:
+def create_conversation(
+    request: HttpRequest, payload: ConversationIn | None = None
+) -> HttpResponse:
+    """Both fields are optional (api.md ``{title?, workspace?}``), so is the body itself."""
+    payload = payload or ConversationIn()
     conversation = conversation_create(
-        owner=request.auth, title=payload.title, workspace=payload.workspace
+        owner=request.auth, title=payload.title or "", workspace=payload.workspace
     )
     return json_response(conversation_wire(conversation), 201)
 
@@ -70,7 +74,9 @@ def get_conversation(request: HttpRequest, cid: str) -> HttpResponse:
 def delete_conversation(request: HttpRequest, cid: str) -> HttpResponse:
     conversation = selectors.conversation_for(request.auth, cid)
     conversation_delete(conversation_id=conversation.pk)
-    return HttpResponse(status=204)
+    response = HttpResponse(status=204)
+    del response["Content-Type"]  # no body, so no type
+    return response
 
 
 @router.post("/conversations/{cid}/messages", response={200: dict, 201: dict, **ERRORS})

@@ -31,6 +31,8 @@ class StrictJSONParser(Parser):
     """``json.loads`` refusing ``NaN`` and ``Infinity``, which are not JSON."""
 
     def parse_body(self, request: HttpRequest) -> Any:
+        if not request.body:
+            return None  # no body at all: validation says which field is missing
         # Lone surrogates and U+0000 become U+FFFD before validation (spec README, "Text").
         return clean_json(json.loads(request.body, parse_constant=_refuse_constant))
 

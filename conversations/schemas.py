@@ -16,7 +16,7 @@ class In(Schema):
 
 
 class ConversationIn(In):
-    title: Annotated[str, Field(max_length=200)] = ""
+    title: Annotated[str, Field(max_length=200)] | None = None
     workspace: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
 
 

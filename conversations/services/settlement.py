@@ -215,6 +215,10 @@ def call_settle(
         raise NotFound("Tool call not found.")
     guard_check(call, guard)
     refused = call.permission_refused if permission_refused is None else permission_refused
+    if refused and outcome == "failed":
+        outcome = (
+            "denied"  # "A call that fails after the user refused its permission reads denied."
+        )
     check_settlement(call.state, outcome, permission_refused=refused)
     try:
         prepared = _prepare(

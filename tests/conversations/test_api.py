@@ -438,9 +438,11 @@ def test_create_conversation_shape_and_defaults(api, user):
     assert row.owner == user
     assert api.get(f"{API}/conversations/{body['id']}").json() == body
 
-    empty = api.post_json(f"{API}/conversations", {})
-    assert empty.status_code == 201
-    assert empty.json()["title"] == ""
+    for optional in ({}, {"title": None}, {"workspace": None}, None):
+        empty = api.post_json(f"{API}/conversations", optional)
+        assert empty.status_code == 201, (optional, empty.content)
+        assert empty.json()["title"] == ""
+        assert empty.json()["workspace"] == empty.json()["id"]
 
     nested = api.post_json(f"{API}/conversations", {"workspace": "projects/site"})
     assert nested.status_code == 201
@@ -1252,6 +1254,7 @@ def test_delete_conversation_cancels_open_calls_then_deletes(
         response = api.delete(f"{API}/conversations/{conversation.pk}")
     assert response.status_code == 204
     assert response.content == b""
+    assert "Content-Type" not in response  # no body, no type
 
     async def drain() -> list[dict[str, Any]]:
         import asyncio

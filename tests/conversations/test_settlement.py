@@ -14,6 +14,7 @@ from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolA
 from conversations.services.claims import claim_acquire
 from conversations.services.settlement import ClaimGuard, GenerationGuard, call_settle
 from conversations.storage import absolute_from_data, attempt_dir
+from projections.fold import status_for_state
 from tools.recovery import recover_call
 
 from .helpers import assistant_calls, new_conversation, open_turn
@@ -389,3 +390,19 @@ def test_many_settlers_of_one_conversation_neither_deadlock_nor_leave_gaps(user)
         1 for r in responses if r.payload["outcome"] == "completed"
     )
     assert all(a.is_final for a in ToolActivity.objects.filter(conversation=conversation))
+
+
+@pytest.mark.django_db
+def test_a_call_that_fails_after_its_permission_was_refused_reads_denied(user):
+    _, call_id = _ready_host_call(user)
+    claim = claim_acquire(call_id=call_id, worker="w1")
+    ToolCall.objects.filter(pk=call_id).update(permission_refused=True)
+    event = call_settle(
+        call_id=call_id,
+        outcome="failed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        reason="The host could not run it.",
+    )
+    assert event.payload["outcome"] == "denied"
+    activity = ToolActivity.objects.get(tool_call_id=call_id)
+    assert activity.state_json["status"] == status_for_state("denied")
