@@ -3,7 +3,7 @@ from django.urls import path
 from django.views.generic import TemplateView
 
 from conversations.api import assets_router, calls_router, router
-from conversations.api_base import api
+from conversations.api_base import api, openapi_json
 from conversations.health import healthz, readyz
 
 api.add_router("/", router)
@@ -13,6 +13,7 @@ api.add_router("/", assets_router)
 urlpatterns = [
     path("", TemplateView.as_view(template_name="index.html"), name="home"),
     path("admin/", admin.site.urls),
+    path("api/v1/openapi.json", openapi_json),  # before ninja's own view: compact JSON
     path("api/v1/", api.urls),
     path("healthz", healthz),
     path("readyz", readyz),

@@ -350,8 +350,12 @@ def test_openapi_and_docs_are_public_and_need_no_cdn():
     client = Client()
     schema = client.get(f"{API}/openapi.json")
     assert schema.status_code == 200
-    assert schema["Content-Type"].startswith("application/json")
-    paths = json.loads(schema.content)["paths"]
+    assert schema["Content-Type"] == "application/json"
+    document = json.loads(schema.content)
+    assert (
+        schema.content == json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+    )  # compact, like every JSON on the wire
+    paths = document["paths"]
     for expected in (
         "/api/v1/conversations",
         "/api/v1/conversations/{cid}/messages",

@@ -614,3 +614,66 @@ def test_error_answers_never_change_tokens_or_rules(api, target, user):
         post_raw(api, url, "{bad")
         api.post_json(url, {**valid, "unknown": 1})
     assert (PermissionRule.objects.count(), ApiToken.objects.count(), target.state()) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunked_body_without_content_length_is_held_to_the_limit_too(user):
+    """Under daphne a chunked upload announces no length; the limit still holds (Django reads
+    at most ``DATA_UPLOAD_MAX_MEMORY_SIZE`` + 1 bytes, kept equal to ``TOOLCORE_MAX_BODY``)."""
+    from asgiref.sync import async_to_sync
+    from asgiref.testing import ApplicationCommunicator
+    from django.core.handlers.asgi import ASGIHandler
+
+    from conversations.auth import token_create
+
+    _, secret = token_create(user=user, name="chunked")
+    conversation = new_conversation(user)
+
+    async def post_chunked(chunks: list[bytes]) -> tuple[int, bytes]:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": f"{API}/conversations/{conversation.pk}/messages",
+            "raw_path": b"",
+            "query_string": b"",
+            "headers": [
+                (b"host", b"testserver"),
+                (b"authorization", f"Bearer {secret}".encode()),
+                (b"content-type", b"application/json"),
+                (b"transfer-encoding", b"chunked"),
+            ],
+            "client": ("127.0.0.1", 1),
+            "server": ("testserver", 80),
+        }
+        app = ApplicationCommunicator(ASGIHandler(), scope)
+        for i, chunk in enumerate(chunks):
+            await app.send_input(
+                {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+            )
+        start = await app.receive_output(10)
+        body = b""
+        while True:
+            message = await app.receive_output(10)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        return start["status"], body
+
+    limit = settings.TOOLCORE_MAX_BODY
+    big = json.dumps(
+        {"messageId": "big", "role": "user", "content": [{"type": "text", "text": "x" * limit}]}
+    ).encode()
+    status, body = async_to_sync(post_chunked)(
+        [big[i : i + 65536] for i in range(0, len(big), 65536)]
+    )
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "payload_too_large"
+    assert not ConversationEvent.objects.filter(conversation=conversation).exists()
+
+    small = json.dumps({"messageId": "small", "role": "user", "content": []}).encode()
+    status, body = async_to_sync(post_chunked)([small[:10], small[10:]])
+    assert status == 201, body
+    assert ConversationEvent.objects.filter(conversation=conversation).count() == 1
