@@ -27,6 +27,7 @@ from conversations.shapes import iso
 from projections.fold import status_for_state
 
 from .catalog import tool_spec
+from .handlers import INLINE_HANDLERS, run_inline
 
 S = ToolCall.State
 
@@ -95,6 +96,13 @@ def recover_call(*, call_id: UUID | str, force: bool = False) -> Action | None:
             result = call_supervise(call_id=call.pk)
             if result:
                 return Action(str(call.pk), f"supervised ({result})")
+        elif (
+            call.state == S.READY
+            and call.tool_name in INLINE_HANDLERS
+            and run_inline(call_id=call.pk, tool_name=call.tool_name)
+        ):
+            # A handler that needs no process, left ready by a crash: run now.
+            return Action(str(call.pk), "handler run (no process needed)")
     except DomainError:
         return None  # someone else moved it meanwhile: nothing to do
     return None
@@ -130,7 +138,10 @@ def _finish_orphan_activities() -> list[Action]:
 def recover_all() -> list[Action]:
     """One sweep over every unfinished call and every activity left unfinished."""
     actions = []
-    for call_id in ToolCall.objects.exclude(state=S.READY).values_list("id", flat=True):
+    pending = ToolCall.objects.exclude(state=S.READY) | ToolCall.objects.filter(
+        state=S.READY, tool_name__in=list(INLINE_HANDLERS)
+    )
+    for call_id in pending.values_list("id", flat=True):
         action = recover_call(call_id=call_id)
         if action is not None:
             actions.append(action)

@@ -12,11 +12,19 @@ from uuid import UUID
 from django.db import transaction
 
 from tools.catalog import tool_spec
+from tools.handlers import run_inline
 from tools.models import PermissionRule
 
-from ..errors import Forbidden, NotAwaiting, NotFound, ResolutionConflict, ValidationFailed
+from ..errors import (
+    Forbidden,
+    NotAwaiting,
+    NotFound,
+    ResolutionConflict,
+    StaleClaim,
+    ValidationFailed,
+)
 from ..fields import dumps
-from ..models import ConversationEvent, ToolCall
+from ..models import ConversationEvent, ExecutionClaim, ToolCall
 from .activity import activity_apply, status_update
 from .calls import call_changed
 from .publish import Message, publish_on_commit
@@ -176,6 +184,45 @@ def resolution_apply(*, call_id: UUID | str) -> str | None:
     return _approve(call)
 
 
+def call_await_input(*, call_id: UUID | str, token: Any, generation: int) -> None:
+    """The ``ask_user`` handler's move (tools.md): ``running → awaiting_input`` with the
+    questions, the claim released. An earlier approval's resolution is set aside (its
+    interaction stays in ``resolved_interaction``), so the input resolution has the slot.
+    Locks claim then call, as settlement does; ``StaleClaim`` when the claim is not held."""
+    messages: list[Message] = []
+    with transaction.atomic():
+        released = ExecutionClaim.objects.filter(
+            call_id=call_id, token=token, generation=generation
+        ).delete()[0]
+        call = (
+            ToolCall.objects.select_for_update()
+            .filter(pk=call_id, state=S.RUNNING, generation=generation)
+            .first()
+        )
+        if not released or call is None:
+            raise StaleClaim("This claim no longer holds the call.")
+        questions = call.arguments.get("questions") if isinstance(call.arguments, dict) else None
+        interaction = {"kind": "input", "request": {"questions": questions}}
+        call_move(
+            call_id=call.id,
+            from_state=S.RUNNING,
+            to_state=S.AWAITING_INPUT,
+            generation=generation,
+            interaction=interaction,
+            resolution=None,
+            resolution_request_id=None,
+            resolved_by=None,
+        )
+        call.refresh_from_db()
+        call_changed(call, messages)
+        activity_apply(
+            tool_call_id=call.id,
+            update=status_update(call, "awaiting_input", interaction=interaction),
+            messages=messages,
+        )
+        publish_on_commit(messages)
+
+
 def _approve(call: ToolCall) -> str | None:
     messages: list[Message] = []
     with transaction.atomic():
@@ -208,4 +255,5 @@ def _approve(call: ToolCall) -> str | None:
             messages=messages,
         )
         publish_on_commit(messages)
+    run_inline(call_id=call.id, tool_name=call.tool_name)
     return S.READY

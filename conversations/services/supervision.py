@@ -8,6 +8,7 @@ from uuid import UUID
 from django.db import transaction
 
 from tools.catalog import ArgumentsInvalid, tool_spec, validate_arguments
+from tools.handlers import run_inline
 from tools.permissions import evaluate, suggested_rules
 
 from ..errors import DomainError
@@ -94,6 +95,8 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
             update = status_update(call, "awaiting_approval", interaction=fields["interaction"])
             activity_apply(tool_call_id=call.id, update=update, messages=messages)
         publish_on_commit(messages)
+    if to_state == S.READY:
+        run_inline(call_id=call.id, tool_name=call.tool_name)
     return to_state
 
 

@@ -36,7 +36,6 @@ from conversations.services.claims import claim_acquire
 from conversations.services.messages import message_post
 from conversations.services.publish import conversation_group, unpack
 from conversations.services.settlement import AttemptFile, ClaimGuard, call_settle
-from conversations.services.transitions import call_move
 from conversations.shapes import iso
 from conversations.storage import attempt_dir, conversation_dir
 from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
@@ -1041,24 +1040,17 @@ QUESTIONS = [
 
 
 def awaiting_input_call(user) -> str:
-    """An ``ask_user`` call moved ``running`` → ``awaiting_input`` with its claim released, as
-    its handler does (the handler itself is not under test here)."""
+    """An ``ask_user`` call: its handler (run by the server at once) moved it ``running`` →
+    ``awaiting_input`` with the questions and released its claim."""
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(
         conversation, turn_id, ("ask_user", {"questions": QUESTIONS})
     ).call_ids
-    claim = claim_acquire(call_id=call_id, worker="w")
-    assert claim is not None
-    moved = call_move(
-        call_id=call_id,
-        from_state="running",
-        to_state="awaiting_input",
-        generation=claim.generation,
-        interaction={"kind": "input", "request": {"questions": QUESTIONS}},
-    )
-    assert moved == 1
-    ExecutionClaim.objects.filter(call_id=call_id).delete()
+    call = ToolCall.objects.get(pk=call_id)
+    assert call.state == "awaiting_input"
+    assert call.interaction == {"kind": "input", "request": {"questions": QUESTIONS}}
+    assert call.generation == 1 and not ExecutionClaim.objects.filter(call_id=call_id).exists()
     return str(call_id)
 
 

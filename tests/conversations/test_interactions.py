@@ -7,10 +7,8 @@ from django.contrib.auth.models import Permission
 
 from conversations.errors import Forbidden, NotAwaiting, ResolutionConflict, ValidationFailed
 from conversations.fields import dumps
-from conversations.models import ConversationEvent, ToolCall
-from conversations.services.claims import claim_acquire
+from conversations.models import ConversationEvent, ToolActivity, ToolCall
 from conversations.services.interactions import call_resolve
-from conversations.services.transitions import call_move
 from tools.models import PermissionRule
 from tools.recovery import recover_call
 
@@ -127,15 +125,10 @@ def _ask_user(user):
     (call_id,) = assistant_calls(
         conversation, turn_id, ("ask_user", {"questions": questions})
     ).call_ids
-    claim = claim_acquire(call_id=call_id, worker="w")
-    # The handler asks: running → awaiting_input with the questions (claim released).
-    call_move(
-        call_id=call_id,
-        from_state="running",
-        to_state="awaiting_input",
-        generation=claim.generation,
-        interaction={"kind": "input", "request": {"questions": questions}},
-    )
+    # Its handler ran at once: running → awaiting_input with the questions, claim released.
+    call = ToolCall.objects.get(pk=call_id)
+    assert call.state == "awaiting_input"
+    assert call.interaction == {"kind": "input", "request": {"questions": questions}}
     return call_id
 
 
@@ -188,3 +181,50 @@ def test_without_a_resolution_recovery_keeps_the_question_waiting(runner):
     _, call_id = _bash(runner)
     assert recover_call(call_id=call_id) is None
     assert ToolCall.objects.get(pk=call_id).state == "awaiting_approval"
+
+
+QUESTION = [{"id": "go", "question": "Proceed?", "options": ["yes", "no"]}]
+
+
+def test_ask_user_after_an_approval_gets_its_input_slot(user):
+    """A rule asks before ``ask_user`` runs: approved, its handler runs at once, and the input
+    resolution is not refused as a second resolution of the call."""
+    conversation = new_conversation(user)
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="ask_user", pattern="", decision="ask"
+    )
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(
+        conversation, turn_id, ("ask_user", {"questions": QUESTION})
+    ).call_ids
+    assert ToolCall.objects.get(pk=call_id).state == "awaiting_approval"
+    call_resolve(call_id=call_id, user=user, request_id="ok", resolution=ALLOW)
+    call = ToolCall.objects.get(pk=call_id)
+    assert call.state == "awaiting_input" and call.resolution is None
+    assert ToolActivity.objects.get(tool_call_id=call_id).state_json["status"] == "awaiting_input"
+    answer = {"kind": "input", "value": {"answers": {"go": "yes"}}}
+    call_resolve(call_id=call_id, user=user, request_id="in", resolution=answer)
+    payload = ConversationEvent.objects.get(tool_call_id=call_id).payload
+    assert payload["outcome"] == "completed"
+    assert payload["interaction"] == {"kind": "input", "request": {"questions": QUESTION}}
+    assert payload["resolution"] == answer and payload["resolutionRequestId"] == "in"
+    assert payload["modelContent"][0]["text"].startswith("go: yes")
+
+
+def test_an_ask_user_left_ready_by_a_crash_is_run_by_recovery(user, monkeypatch):
+    from conversations.services import supervision
+    from tools.recovery import recover_all
+
+    monkeypatch.setattr(supervision, "run_inline", lambda **kwargs: False)  # "crashed" here
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(
+        conversation, turn_id, ("ask_user", {"questions": QUESTION})
+    ).call_ids
+    assert ToolCall.objects.get(pk=call_id).state == "ready"
+    actions = recover_all()
+    assert [a.action for a in actions if a.tool_call_id == str(call_id)] == [
+        "handler run (no process needed)"
+    ]
+    assert ToolCall.objects.get(pk=call_id).state == "awaiting_input"
+    assert recover_all() == []  # nothing left to do
