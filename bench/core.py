@@ -194,7 +194,8 @@ def bench_settle(connection, user, n: int):
 def bench_settle_floor(connection, user, n: int):
     """PostgreSQL only: settlement against its floor, the same database and disk work driven
     from the driver with no Python around it: the same read, the same ``result.json`` creation
-    (temporary file, ``fdatasync``, ``link``) and the same one-statement transaction."""
+    (temporary file, ``fdatasync``, ``link``, ``fsync`` of the folder) and the same
+    one-statement transaction."""
     import hashlib
     import os
     import uuid
@@ -226,6 +227,9 @@ def bench_settle_floor(connection, user, n: int):
                 os.close(fd)
                 os.link(tmp, folder / "result.json")
                 os.unlink(tmp)
+                dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+                os.fsync(dfd)  # the name durable too, as write_exclusive does
+                os.close(dfd)
                 now = timezone.now()
                 cur.execute(
                     statement,

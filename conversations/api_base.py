@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -48,6 +48,8 @@ class CompactRenderer(BaseRenderer):
 def openapi_json(request: HttpRequest) -> HttpResponse:
     """``/api/v1/openapi.json`` as compact JSON, like everything else on the wire (ninja's own
     view indents with spaces)."""
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD"])  # made JSON by ApiErrorMiddleware
     text = json.dumps(
         api.get_openapi_schema(), cls=NinjaJSONEncoder, ensure_ascii=False, separators=(",", ":")
     )

@@ -67,12 +67,23 @@ def _make_folder(folder: str) -> None:
         os.mkdir(folder)
 
 
+def _sync_folder(folder: str) -> None:
+    """``fsync`` a folder, so the names created in it survive a power loss (on journalling file
+    systems the same commit carries the folders just created above it)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_exclusive(path: Path, data: bytes) -> None:
     """Create ``path`` with ``data``, atomically, never replacing an existing file.
 
-    Writes a private temporary file, flushes it to disk (``fdatasync``), then hard-links it
-    into place (``link`` fails when the name exists). An existing file with the same bytes is
-    accepted (a retried settlement); other bytes raise ``FileExistsDifferent``.
+    Writes a private temporary file, flushes it to disk (``fdatasync``), hard-links it into
+    place (``link`` fails when the name exists) and flushes the folder, so both the bytes and
+    the name are durable before any transaction refers to them. An existing file with the same
+    bytes is accepted (a retried settlement); other bytes raise ``FileExistsDifferent``.
     """
     folder = os.fspath(path.parent)
     _make_folder(folder)
@@ -92,6 +103,9 @@ def write_exclusive(path: Path, data: bytes) -> None:
         except FileExistsError:
             if path.read_bytes() != data:
                 raise FileExistsDifferent(final) from None
+            return
+        os.unlink(tmp)
+        _sync_folder(folder)  # the new name is durable too, not only the bytes
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

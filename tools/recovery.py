@@ -50,12 +50,15 @@ def _requeue(call: ToolCall) -> bool:
     check_move(S.RUNNING, S.READY)
     messages: list[Message] = []
     with transaction.atomic():
+        # The claim first, then the row: the lock order of settlement and cancel (conversation,
+        # claim, call), so a holder settling at this moment waits instead of deadlocking.
+        ExecutionClaim.objects.filter(call_id=call.pk, generation=call.generation).delete()
         moved = ToolCall.objects.filter(
             pk=call.pk, state=S.RUNNING, generation=call.generation
         ).update(state=S.READY, attempt=F("attempt") + 1)
         if not moved:
+            transaction.set_rollback(True)  # keep the claim of whoever moved the call
             return False
-        ExecutionClaim.objects.filter(call_id=call.pk).delete()
         call.refresh_from_db()
         call_changed(call, messages)
         activity_apply(

@@ -94,6 +94,9 @@ def call_resolve(
     call = ToolCall.objects.filter(pk=call_id).first()
     if call is None:
         return _resolved_after_settlement(call_id, request_id, resolution)
+    earlier = _earlier_approval(call.supervision, request_id, resolution)
+    if earlier is not None:
+        return earlier
     if call.resolution is not None:
         if call.resolution_request_id == request_id and call.resolution == resolution:
             resolution_apply(call_id=call.id)
@@ -120,6 +123,21 @@ def call_resolve(
     return _record(call.id, request_id, resolution, user.get_username())
 
 
+def _earlier_approval(
+    supervision: Any, request_id: str, resolution: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The recorded answer of an approval the call went past (an ``ask_user`` approved before
+    it asked), when this is the same request again."""
+    approval = supervision.get("approval") if isinstance(supervision, dict) else None
+    if (
+        isinstance(approval, dict)
+        and approval.get("requestId") == request_id
+        and approval.get("resolution") == resolution
+    ):
+        return approval
+    return None
+
+
 def _username(user: Any) -> str | None:
     return None if user is None else user.get_username()
 
@@ -134,6 +152,9 @@ def _resolved_after_settlement(
     )
     if payload is None:
         raise NotFound("Tool call not found.")
+    earlier = _earlier_approval(payload.get("supervision"), request_id, resolution)
+    if earlier is not None:
+        return earlier
     recorded = payload.get("resolution")
     if recorded is None:
         raise NotAwaiting(f"The call has settled ({payload['outcome']}).")
@@ -195,7 +216,8 @@ def call_await_input(*, call_id: UUID | str, token: Any, generation: int) -> Non
             call_id=call_id, token=token, generation=generation
         ).delete()[0]
         call = (
-            ToolCall.objects.select_for_update()
+            ToolCall.objects.select_for_update(of=("self",))
+            .select_related("resolved_by")
             .filter(pk=call_id, state=S.RUNNING, generation=generation)
             .first()
         )
@@ -203,12 +225,26 @@ def call_await_input(*, call_id: UUID | str, token: Any, generation: int) -> Non
             raise StaleClaim("This claim no longer holds the call.")
         questions = call.arguments.get("questions") if isinstance(call.arguments, dict) else None
         interaction = {"kind": "input", "request": {"questions": questions}}
+        supervision = call.supervision
+        if call.resolution is not None and call.resolution.get("kind") == "approval":
+            # The approval stays on record with the decision it completed, so the same
+            # approval request again still answers what was recorded.
+            supervision = {
+                **(supervision or {}),
+                "approval": _record(
+                    call.id,
+                    call.resolution_request_id or "",
+                    call.resolution,
+                    _username(call.resolved_by),
+                ),
+            }
         call_move(
             call_id=call.id,
             from_state=S.RUNNING,
             to_state=S.AWAITING_INPUT,
             generation=generation,
             interaction=interaction,
+            supervision=supervision,
             resolution=None,
             resolution_request_id=None,
             resolved_by=None,

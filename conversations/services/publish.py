@@ -93,6 +93,17 @@ async def send_all(layer: Any, messages: list[Message]) -> None:
     await asyncio.gather(*(one_group(g, items) for g, items in by_group.items()))
 
 
+def _at_exit(fn) -> None:
+    """Run ``fn`` at interpreter exit *before* ``concurrent.futures`` stops taking work: the
+    publisher's first Redis connection resolves its host name on the default executor, so an
+    ``atexit`` drain (which runs after that shutdown) would lose a short command's messages."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # not CPython: the plain hook
+        atexit.register(fn)
+    else:
+        register(fn)
+
+
 class _Publisher:
     """One daemon thread with an event loop that sends queued batches in submission order.
 
@@ -126,7 +137,7 @@ class _Publisher:
             self._pending += 1
             if self._thread is None or not self._thread.is_alive():
                 if self._thread is None:
-                    atexit.register(self.drain)  # a command's last messages still go out
+                    _at_exit(self.drain)  # a command's last messages still go out
                 self._idle = False
                 self._thread = threading.Thread(
                     target=self._run, name="toolcore-publisher", daemon=True

@@ -355,6 +355,7 @@ def test_openapi_and_docs_are_public_and_need_no_cdn():
         schema.content == json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
     )  # compact, like every JSON on the wire
     paths = document["paths"]
+    assert_error(client.post(f"{API}/openapi.json"), 405, "method_not_allowed")
     for expected in (
         "/api/v1/conversations",
         "/api/v1/conversations/{cid}/messages",

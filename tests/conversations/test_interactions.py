@@ -198,9 +198,12 @@ def test_ask_user_after_an_approval_gets_its_input_slot(user):
         conversation, turn_id, ("ask_user", {"questions": QUESTION})
     ).call_ids
     assert ToolCall.objects.get(pk=call_id).state == "awaiting_approval"
-    call_resolve(call_id=call_id, user=user, request_id="ok", resolution=ALLOW)
+    approved = call_resolve(call_id=call_id, user=user, request_id="ok", resolution=ALLOW)
     call = ToolCall.objects.get(pk=call_id)
     assert call.state == "awaiting_input" and call.resolution is None
+    assert call.supervision["approval"] == approved  # kept on record
+    # The same approval again (its answer was lost) still answers what was recorded.
+    assert call_resolve(call_id=call_id, user=user, request_id="ok", resolution=ALLOW) == approved
     assert ToolActivity.objects.get(tool_call_id=call_id).state_json["status"] == "awaiting_input"
     answer = {"kind": "input", "value": {"answers": {"go": "yes"}}}
     call_resolve(call_id=call_id, user=user, request_id="in", resolution=answer)
@@ -209,6 +212,10 @@ def test_ask_user_after_an_approval_gets_its_input_slot(user):
     assert payload["interaction"] == {"kind": "input", "request": {"questions": QUESTION}}
     assert payload["resolution"] == answer and payload["resolutionRequestId"] == "in"
     assert payload["modelContent"][0]["text"].startswith("go: yes")
+    assert payload["supervision"]["approval"]["resolvedBy"] == user.username
+    assert call_resolve(call_id=call_id, user=user, request_id="ok", resolution=ALLOW) == approved
+    with pytest.raises(ResolutionConflict):
+        call_resolve(call_id=call_id, user=user, request_id="ok", resolution=DENY)
 
 
 def test_an_ask_user_left_ready_by_a_crash_is_run_by_recovery(user, monkeypatch):
