@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
 _ID = Annotated[str, Field(min_length=1, max_length=255)]
 
@@ -58,7 +58,7 @@ class MessageIn(In):
 class CommandIn(In):
     inputId: _ID
     command: Annotated[str, Field(min_length=1, max_length=65536)]
-    includeInContext: bool
+    includeInContext: StrictBool
 
 
 class TurnEndIn(In):
@@ -66,14 +66,14 @@ class TurnEndIn(In):
 
 
 class QueueAckIn(In):
-    upTo: Annotated[int, Field(ge=0)]
+    upTo: Annotated[StrictInt, Field(ge=0)]
 
 
 class ApprovalIn(In):
     requestId: _ID
     kind: Literal["approval"]
     decision: Literal["allow", "deny"]
-    persist: bool = False
+    persist: StrictBool = False
 
 
 class InputIn(In):

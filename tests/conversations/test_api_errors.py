@@ -197,6 +197,8 @@ CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"command": "x" * 65537}, "command"),
         ({"includeInContext": [True]}, "includeInContext"),
         ({"includeInContext": "perhaps"}, "includeInContext"),
+        ({"includeInContext": "yes"}, "includeInContext"),
+        ({"includeInContext": 1}, "includeInContext"),
         ({"cwd": "/"}, "cwd"),
     ],
     "ack": [
@@ -205,6 +207,8 @@ CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"upTo": 1.5}, "upTo"),
         ({"upTo": None}, "upTo"),
         ({"upTo": [1]}, "upTo"),
+        ({"upTo": True}, "upTo"),
+        ({"upTo": "3"}, "upTo"),
         ({"all": True}, "all"),
     ],
     "end": [
@@ -219,6 +223,7 @@ CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"requestId": "r" * 256}, "requestId"),
         ({"decision": "maybe"}, "decision"),
         ({"persist": "sometimes"}, "persist"),
+        ({"persist": "true"}, "persist"),
         ({"note": "x"}, "note"),
     ],
 }
