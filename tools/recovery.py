@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from conversations.errors import DomainError
 from conversations.models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
-from conversations.services.activity import activity_apply, status_update
-from conversations.services.calls import call_changed
+from conversations.services.activity import activity_apply
+from conversations.services.calls import call_moved
 from conversations.services.cancel import INDETERMINATE_REASON
 from conversations.services.interactions import resolution_apply
 from conversations.services.publish import Message, publish_on_commit
@@ -59,11 +59,7 @@ def _requeue(call: ToolCall) -> bool:
         if not moved:
             transaction.set_rollback(True)  # keep the claim of whoever moved the call
             return False
-        call.refresh_from_db()
-        call_changed(call, messages)
-        activity_apply(
-            tool_call_id=call.pk, update=status_update(call, "pending"), messages=messages
-        )
+        call_moved(call, messages, "pending")
         publish_on_commit(messages)
     return True
 

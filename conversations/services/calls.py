@@ -10,7 +10,7 @@ from tools.catalog import tool_spec
 
 from ..models import ToolCall
 from ..shapes import call_wire
-from .activity import activity_create
+from .activity import activity_apply, activity_create, status_update
 from .publish import Message, conversation_group, turn_group
 
 # Call ids are derived from what created the call, so a repeated request recomputes the
@@ -37,6 +37,19 @@ def call_changed(call: ToolCall, messages: list[Message]) -> None:
             },
         )
     )
+
+
+def call_moved(
+    call: ToolCall, messages: list[Message], status: str | None = None, **update: Any
+) -> None:
+    """After a move of ``call`` (in the same transaction): re-read it, publish
+    ``tool_call.changed``, and fold ``status`` (with ``update``'s fields) into its activity."""
+    call.refresh_from_db()
+    call_changed(call, messages)
+    if status is not None:
+        activity_apply(
+            tool_call_id=call.pk, update=status_update(call, status, **update), messages=messages
+        )
 
 
 def call_removed(

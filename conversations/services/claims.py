@@ -20,8 +20,7 @@ from django.utils import timezone
 
 from ..errors import StaleClaim
 from ..models import ExecutionClaim, ToolCall
-from .activity import activity_apply, status_update
-from .calls import call_changed
+from .calls import call_moved
 from .publish import Message, publish_on_commit
 
 S = ToolCall.State
@@ -62,11 +61,7 @@ def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
             heartbeat_at=now,
             expires_at=now + lease(),
         )
-        call.refresh_from_db()
-        call_changed(call, messages)
-        activity_apply(
-            tool_call_id=call.pk, update=status_update(call, "in_progress"), messages=messages
-        )
+        call_moved(call, messages, "in_progress")
         publish_on_commit(messages)
     return Claim(call.pk, claim.token, generation, claim.expires_at)
 

@@ -25,8 +25,7 @@ from ..errors import (
 )
 from ..fields import dumps
 from ..models import ConversationEvent, ExecutionClaim, ToolCall
-from .activity import activity_apply, status_update
-from .calls import call_changed
+from .calls import call_moved
 from .publish import Message, publish_on_commit
 from .settlement import GenerationGuard, call_settle
 from .transitions import call_move
@@ -249,13 +248,7 @@ def call_await_input(*, call_id: UUID | str, token: Any, generation: int) -> Non
             resolution_request_id=None,
             resolved_by=None,
         )
-        call.refresh_from_db()
-        call_changed(call, messages)
-        activity_apply(
-            tool_call_id=call.id,
-            update=status_update(call, "awaiting_input", interaction=interaction),
-            messages=messages,
-        )
+        call_moved(call, messages, "awaiting_input", interaction=interaction)
         publish_on_commit(messages)
 
 
@@ -283,13 +276,7 @@ def _approve(call: ToolCall) -> str | None:
                     source=PermissionRule.Source.APPROVAL,
                     created_by=call.resolved_by,
                 )
-        call.refresh_from_db()
-        call_changed(call, messages)
-        activity_apply(
-            tool_call_id=call.id,
-            update=status_update(call, "pending", interaction=None),
-            messages=messages,
-        )
+        call_moved(call, messages, "pending", interaction=None)
         publish_on_commit(messages)
     run_inline(call_id=call.id, tool_name=call.tool_name)
     return S.READY

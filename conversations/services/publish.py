@@ -104,7 +104,7 @@ def _at_exit(fn) -> None:
         register(fn)
 
 
-class _Publisher:
+class Publisher:
     """One daemon thread with an event loop that sends queued batches in submission order.
 
     Idle, it sleeps on its own loop (a submit wakes it with one ``call_soon_threadsafe``);
@@ -114,7 +114,8 @@ class _Publisher:
 
     LINGER_SECONDS = 0.02
 
-    def __init__(self) -> None:
+    def __init__(self, layer: Any = None) -> None:
+        self._layer = layer  # None: the configured layer, looked up in the thread
         self._lock = threading.Lock()
         self._batches: deque[list[Message]] = deque()
         self._thread: threading.Thread | None = None
@@ -159,7 +160,7 @@ class _Publisher:
                 logger.exception("the publisher thread stopped")
 
     async def _loop(self) -> None:
-        layer = get_channel_layer()
+        layer = self._layer or get_channel_layer()
         event = asyncio.Event()
         with self._lock:
             self._loop_ref, self._event = asyncio.get_running_loop(), event
@@ -192,7 +193,7 @@ class _Publisher:
         return False
 
 
-publisher = _Publisher()
+publisher = Publisher()
 
 
 def send_now(messages: list[Message]) -> None:

@@ -14,8 +14,7 @@ from tools.permissions import evaluate, suggested_rules
 from ..errors import DomainError
 from ..models import Conversation, ToolCall
 from ..storage import owner_workspace_root
-from .activity import activity_apply, status_update
-from .calls import call_changed
+from .calls import call_moved
 from .publish import Message, publish_on_commit
 from .transitions import call_move
 
@@ -89,11 +88,10 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
             **fields,
         ):
             return None
-        call.refresh_from_db()
-        call_changed(call, messages)
         if to_state == S.AWAITING_APPROVAL:
-            update = status_update(call, "awaiting_approval", interaction=fields["interaction"])
-            activity_apply(tool_call_id=call.id, update=update, messages=messages)
+            call_moved(call, messages, "awaiting_approval", interaction=fields["interaction"])
+        else:
+            call_moved(call, messages)
         publish_on_commit(messages)
     if to_state == S.READY:
         run_inline(call_id=call.id, tool_name=call.tool_name)

@@ -922,12 +922,18 @@ def test_call_details_shape(api, user):
     assert path.is_absolute() and path.read_bytes() == b'{"answer":42}'
 
 
-@pytest.mark.django_db
-def test_resolution_needs_run_commands_for_bash(api, user):
+def bash_awaiting_approval(user):
+    """A model's ``bash`` call awaiting approval (its default decision is ``ask``): the
+    conversation, the call id and its resolution URL."""
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "ls"})).call_ids
-    url = f"{API}/tool-calls/{call_id}/resolution"
+    return conversation, call_id, f"{API}/tool-calls/{call_id}/resolution"
+
+
+@pytest.mark.django_db
+def test_resolution_needs_run_commands_for_bash(api, user):
+    conversation, call_id, url = bash_awaiting_approval(user)
     allow = {"requestId": "r1", "kind": "approval", "decision": "allow"}
     assert_error(api.post_json(url, allow), 403, "forbidden")
     call = ToolCall.objects.get(pk=call_id)
@@ -941,11 +947,9 @@ def test_resolution_needs_run_commands_for_bash(api, user):
 @pytest.mark.django_db
 def test_deny_needs_no_permission_and_settles_denied(api, user):
     """Only approving an execute tool needs tools.run_commands (lifecycle.md, "Interactions")."""
-    conversation = new_conversation(user)
-    turn_id = open_turn(conversation)
-    (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "ls"})).call_ids
+    _, call_id, url = bash_awaiting_approval(user)
     deny = {"requestId": "r1", "kind": "approval", "decision": "deny"}
-    response = api.post_json(f"{API}/tool-calls/{call_id}/resolution", deny)
+    response = api.post_json(url, deny)
     assert response.status_code == 200, response.content
     assert outcome_of(call_id) == "denied"
 
@@ -953,10 +957,7 @@ def test_deny_needs_no_permission_and_settles_denied(api, user):
 @pytest.mark.django_db
 def test_resolution_idempotency_conflicts_and_deny(api, user):
     grant_run_commands(user)
-    conversation = new_conversation(user)
-    turn_id = open_turn(conversation)
-    (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "ls"})).call_ids
-    url = f"{API}/tool-calls/{call_id}/resolution"
+    conversation, call_id, url = bash_awaiting_approval(user)
     deny = {"requestId": "r1", "kind": "approval", "decision": "deny"}
     first = api.post_json(url, deny)
     assert first.status_code == 200, first.content
@@ -990,10 +991,7 @@ def test_resolution_idempotency_conflicts_and_deny(api, user):
 @pytest.mark.django_db
 def test_resolution_is_idempotent_while_unfinished_and_after_settlement(api, user):
     grant_run_commands(user)
-    conversation = new_conversation(user)
-    turn_id = open_turn(conversation)
-    (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "ls"})).call_ids
-    url = f"{API}/tool-calls/{call_id}/resolution"
+    conversation, call_id, url = bash_awaiting_approval(user)
     allow = {"requestId": "r1", "kind": "approval", "decision": "allow"}
     first = api.post_json(url, allow).json()
     assert state_of(call_id) == "ready"
