@@ -11,6 +11,9 @@ from decimal import ROUND_HALF_UP, Decimal
 
 KIB = 1024
 MIB = 1024 * 1024
+ELLIPSIS = "\u2026"  # 3 UTF-8 bytes
+# Reasons and messages built from user input (supervision reasons, error messages) stay small.
+REASON_MAX_BYTES = 1024
 
 _TENTH = Decimal("0.1")
 # A lone surrogate (U+D800..U+DFFF) or U+0000: neither may be stored or sent.
@@ -70,6 +73,16 @@ def utf8_prefix(data: bytes, limit: int) -> bytes:
     while cut > 0 and data[cut] & 0xC0 == 0x80:
         cut -= 1
     return data[:cut]
+
+
+def cut_text(text: str, max_bytes: int = REASON_MAX_BYTES) -> str:
+    """``text`` when its UTF-8 fits ``max_bytes``, else its longest prefix that splits no code
+    point followed by ``…``, the whole within ``max_bytes``."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= max_bytes:
+        return text
+    keep = utf8_prefix(data, max_bytes - len(ELLIPSIS.encode()))
+    return keep.decode("utf-8", "surrogatepass") + ELLIPSIS
 
 
 def path_text(path: str | os.PathLike[str]) -> str:
