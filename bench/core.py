@@ -202,7 +202,8 @@ def bench_settle_floor(connection, user, n: int):
 
     from django.utils import timezone
 
-    from conversations.services import settlement_sql as sql
+    from conversations.sql import postgresql as sql
+    from conversations.sql.common import SETTLING_CALL_SQL
     from conversations.storage import attempt_dir, relative_to_data
 
     conn, _ = _raw_connection(connection)
@@ -216,7 +217,7 @@ def bench_settle_floor(connection, user, n: int):
 
         def run():
             for claim in claims:
-                cur.execute(sql._LOAD_SQL, (claim.call_id,))
+                cur.execute(SETTLING_CALL_SQL, (claim.call_id,))
                 row = cur.fetchone()
                 folder = attempt_dir(row[1], claim.call_id, row[4])
                 os.makedirs(folder, exist_ok=True)
@@ -254,7 +255,7 @@ def bench_settle_floor(connection, user, n: int):
                         "payload_json": "{}",
                         "payload_bytes": 2,
                         "is_final": True,
-                        "rev": row[21],
+                        "rev": row[22],
                     },
                 )
                 assert cur.fetchone() is not None

@@ -35,15 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from projections.frames import frame_page  # noqa: E402
+from projections.json_cost import json_cost, json_size  # noqa: E402
 from projections.process import project_process  # noqa: E402
+from projections.tool_output import append_tool_output, bound_tool_output  # noqa: E402
 from projections.tracker import ToolCallTracker  # noqa: E402
 from projections.transcript import project_transcript  # noqa: E402
-from projections.wire import (  # noqa: E402
-    append_tool_output,
-    bound_tool_output,
-    json_cost,
-    json_size,
-)
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from tools.logpages import PageParamError, read_page
+from projections.logpages import PageParamError, read_page
 
 from . import selectors
 from .assets import RangeNotSatisfiable, asset_verify, iter_file, parse_range
@@ -31,12 +31,11 @@ from .schemas import (
     ResolutionIn,
     TurnEndIn,
 )
-from .services.cancel import call_cancel
+from .services.cancel import call_cancel, turn_cancel, turn_end
 from .services.conversations import conversation_create, conversation_delete
 from .services.interactions import call_resolve
 from .services.messages import command_post, message_post
 from .services.queue import queue_ack
-from .services.turns import turn_cancel, turn_end
 from .shapes import conversation_wire
 
 router = Router(tags=["conversations"])

@@ -11,8 +11,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
-
 from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 
 from .errors import CursorAhead, NotFound, ValidationFailed
@@ -20,6 +18,7 @@ from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCa
 from .services.activity import activity_state
 from .services.queue import queue_notices
 from .shapes import asset_wire, call_wire, conversation_wire, settled_call_wire
+from .sql import vendor_sql
 from .storage import absolute_from_data
 
 
@@ -72,52 +71,21 @@ def conversations_page(user: Any, *, cursor: str | None, limit: int) -> dict[str
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_EVENTS = ConversationEvent._meta.db_table
-# The replay read: stored payload text passed through, times formatted by the database, no
-# model instances and no JSON decoding (PERF_NOTES: decoding dominates replay reads).
-_CONVERSATIONS = Conversation._meta.db_table
-_PG_TIME = (
-    "to_char(date_trunc('milliseconds', e.created_at AT TIME ZONE 'UTC'), "
-    '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\')'
-)
-# Stored as 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC); strftime('%f') would round, not truncate.
-_SQLITE_TIME = (
-    "substr(created_at, 1, 10) || 'T' || substr(created_at, 12, 8) || '.' || "
-    "substr(substr(created_at, 21) || '000', 1, 3) || 'Z'"
-)
-# PostgreSQL: the owner check, the head and the page in one statement; the page is a LATERAL
-# subquery so a conversation without events still answers its head.
-_REPLAY_PG = (
-    f"SELECT c.last_sequence, e.sequence, e.type, e.turn_id::text, e.tool_call_id::text, "
-    f"e.payload::text, {_PG_TIME} "
-    f"FROM {_CONVERSATIONS} c LEFT JOIN LATERAL (SELECT * FROM {_EVENTS} x "
-    f"WHERE x.conversation_id = c.id AND x.sequence > %s AND x.sequence <= c.last_sequence "
-    f"ORDER BY x.sequence LIMIT %s) e ON true WHERE c.id = %s AND c.owner_id = %s "
-    f"ORDER BY e.sequence"
-)
-_REPLAY_SQLITE = (
-    f"SELECT sequence, type, turn_id, tool_call_id, payload, {_SQLITE_TIME} "
-    f"FROM {_EVENTS} WHERE conversation_id = %s AND sequence > %s AND sequence <= %s "
-    f"ORDER BY sequence LIMIT %s"
-)
 
 
 def _replay_rows(user: Any, conversation_id: Any, after: int, limit: int) -> tuple[int, list]:
-    """The head and up to ``limit`` event rows after ``after``; owner-scoped (404)."""
-    pk = _uuid(conversation_id, "Conversation")
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(_REPLAY_PG, [after, limit, pk, user.pk])
-            rows = cursor.fetchall()
-            if not rows:
-                raise NotFound("Conversation not found.")
-            last = rows[0][0]
-            return last, [row[1:] for row in rows if row[1] is not None]
-        last = conversation_for(user, pk).last_sequence
-        if after > last:  # cursor_ahead; also keeps huge numbers away from SQLite integers
-            return last, []
-        cursor.execute(_REPLAY_SQLITE, [pk.hex, after, last, limit])
-        return last, cursor.fetchall()
+    """The head and up to ``limit`` event rows after ``after``; owner-scoped (404). Stored
+    payload text passes through, times come formatted by the database: no model instances and
+    no JSON decoding (decoding is what dominates replay reads)."""
+    found = vendor_sql().replay_rows(
+        conversation_id=_uuid(conversation_id, "Conversation"),
+        owner_id=user.pk,
+        after=after,
+        limit=limit,
+    )
+    if found is None:
+        raise NotFound("Conversation not found.")
+    return found
 
 
 def _wire_uuid(value: str | None) -> str:
@@ -218,9 +186,24 @@ def turn_for(conversation: Conversation, turn_id: Any) -> Turn:
     return turn
 
 
+def _result(call_id: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    result = {
+        "toolCallId": str(call_id),
+        "providerCallId": payload["providerCallId"],
+        "contentIndex": payload["contentIndex"],
+        "toolName": payload["toolName"],
+        "outcome": payload["outcome"],
+        "modelContent": payload["modelContent"],
+    }
+    if "includeInContext" in payload:
+        result["includeInContext"] = payload["includeInContext"]
+    return result
+
+
 def turn_results(conversation_id: Any, turn_id: Any) -> dict[str, Any]:
-    """The turn barrier's answer now: settled results of the latest assistant message, or the
-    pending calls."""
+    """The turn barrier's answer now: the pending calls, or the settled results of the turn's
+    latest assistant message in ``contentIndex`` order (of a command's turn: its one call, with
+    ``includeInContext``)."""
     pending = list(
         ToolCall.objects.filter(turn_id=turn_id).order_by("created_at").values_list("id", "state")
     )
@@ -229,31 +212,21 @@ def turn_results(conversation_id: Any, turn_id: Any) -> dict[str, Any]:
             "settled": False,
             "pending": [{"toolCallId": str(i), "state": s} for i, s in pending],
         }
+    E = ConversationEvent.Type
     latest = (
-        ConversationEvent.objects.filter(
-            turn_id=turn_id, type=ConversationEvent.Type.ASSISTANT_MESSAGE
-        )
+        ConversationEvent.objects.filter(turn_id=turn_id, type=E.ASSISTANT_MESSAGE)
         .order_by("-sequence")
         .values_list("sequence", flat=True)
         .first()
     )
-    results = []
-    if latest is not None:
-        responses = ConversationEvent.objects.filter(
-            turn_id=turn_id, type=ConversationEvent.Type.TOOL_CALL_RESPONSE
-        ).values_list("tool_call_id", "payload")
-        for call_id, payload in responses:
-            if payload.get("assistantSequence") != latest:
-                continue
-            results.append(
-                {
-                    "toolCallId": str(call_id),
-                    "providerCallId": payload["providerCallId"],
-                    "contentIndex": payload["contentIndex"],
-                    "toolName": payload["toolName"],
-                    "outcome": payload["outcome"],
-                    "modelContent": payload["modelContent"],
-                }
-            )
-        results.sort(key=lambda r: r["contentIndex"])
+    responses = ConversationEvent.objects.filter(
+        turn_id=turn_id, type=E.TOOL_CALL_RESPONSE
+    ).values_list("tool_call_id", "payload")
+    results = [
+        _result(call_id, payload)
+        for call_id, payload in responses
+        # A command's call has no assistant message: its sequence is null like the latest's.
+        if payload.get("assistantSequence") == latest
+    ]
+    results.sort(key=lambda r: (r["contentIndex"] is not None, r["contentIndex"] or 0))
     return {"settled": True, "results": results, "queue": queue_notices(conversation_id)}

@@ -1,6 +1,6 @@
 """Managed files under ``DATA_DIR`` and workspaces under ``TOOLCORE_WORKSPACE_ROOT``.
 
-Layout (spec lifecycle.md): ``conversations/<cid>/tool-calls/<call id>/g<generation>/`` holds
+Layout (docs/subsystems/settlement.md): ``conversations/<cid>/tool-calls/<call id>/g<generation>/`` holds
 one execution attempt. Files there are created exclusively: a file that exists is never
 replaced, so a late writer of a lost attempt can never overwrite what a winner hashed.
 """
@@ -16,6 +16,8 @@ from pathlib import Path
 from uuid import UUID
 
 from django.conf import settings
+
+from tools.workspaces import owner_workspace_root
 
 from .errors import ValidationFailed
 
@@ -118,10 +120,6 @@ def sha256_file(path: Path) -> str:
 
 def remove_conversation_files(conversation_id: UUID | str) -> None:
     shutil.rmtree(conversation_dir(conversation_id), ignore_errors=True)
-
-
-def owner_workspace_root(owner_id: int | str) -> Path:
-    return Path(settings.TOOLCORE_WORKSPACE_ROOT) / str(owner_id)
 
 
 def resolve_workspace(owner_id: int | str, workspace: str) -> Path:

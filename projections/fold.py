@@ -11,13 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from projections.wire import (
-    HEAD,
-    TAIL,
-    TOOL_OUTPUT_MAX_BYTES,
-    append_tool_output,
-    json_cost,
-)
+from projections.json_cost import json_cost
+from projections.tool_output import HEAD, TAIL, TOOL_OUTPUT_MAX_BYTES, append_tool_output
 
 KINDS = frozenset(
     {

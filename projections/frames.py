@@ -60,7 +60,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from projections.wire import json_size, shrink_tool_output, utf8_size
+from projections.json_cost import json_size, utf8_size
+from projections.tool_output import shrink_tool_output
 
 MAX_ITEMS = 100
 PAYLOAD_BUDGET_BYTES = 262144

@@ -37,9 +37,15 @@ import re
 from collections import deque
 from typing import Any, NamedTuple
 
-from projections.units import clean_text, line_count, path_text, size_words, utf8_len, utf8_prefix
-
-ELLIPSIS = "…"
+from projections.units import (
+    ELLIPSIS,
+    clean_text,
+    line_count,
+    path_text,
+    size_words,
+    utf8_len,
+    utf8_prefix,
+)
 
 CHUNK_BYTES = 1024 * 1024  # read size of the streaming pass; tests monkeypatch it
 LINE_KEEP_BYTES = 4096  # raw start kept of a shown line: an entry never shows more than 1,000

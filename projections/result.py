@@ -62,7 +62,15 @@ from projections.process import (  # re-exported: the spec names result.py as th
     TAIL_LINES,
     project_process,
 )
-from projections.units import clean_text, line_count, path_text, size_words, utf8_len, utf8_prefix
+from projections.units import (
+    ELLIPSIS,
+    clean_text,
+    line_count,
+    path_text,
+    size_words,
+    utf8_len,
+    utf8_prefix,
+)
 
 __all__ = [
     "CHUNK_BYTES",
@@ -82,8 +90,6 @@ __all__ = [
     "project_terminal",
     "project_text",
 ]
-
-ELLIPSIS = "…"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from projections.wire import TOOL_OUTPUT_MAX_BYTES, append_tool_output, bound_tool_output, json_cost
+from projections.json_cost import json_cost
+from projections.tool_output import TOOL_OUTPUT_MAX_BYTES, append_tool_output, bound_tool_output
 
 # The SHA-1 of nothing: what an unseen call has sent so far.
 EMPTY_SHA1 = hashlib.sha1(b"", usedforsecurity=False).hexdigest()

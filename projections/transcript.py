@@ -56,14 +56,13 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from projections.units import clean_text
-from projections.wire import utf8_size
+from projections.json_cost import utf8_size
+from projections.units import ELLIPSIS, clean_text
 
 PREVIEW_MAX_ENTRIES = 6
 PREVIEW_BUDGET_BYTES = 8192
 ARGS_BUDGET_BYTES = 2048
-ELLIPSIS = "\u2026"  # 3 UTF-8 bytes
-ELLIPSIS_BYTES = 3
+ELLIPSIS_BYTES = len(ELLIPSIS.encode())
 
 ITEM_TOOLS = frozenset({"grep", "find", "ls"})
 SECRET_NAMES = frozenset(

@@ -14,6 +14,7 @@ from django.db.models import Q
 
 from .catalog import ToolSpec, tool_spec
 from .models import PermissionRule
+from .workspaces import conversation_workspace
 
 # A command with one of these matches only a wildcard-free pattern equal to it.
 _SHELL_CONTROL = re.compile(r"[;&|`><\n]|\$\(")
@@ -81,12 +82,6 @@ def rule_matches(rule: PermissionRule, subject: str, *, is_command: bool) -> boo
     return fnmatch.fnmatchcase(subject, pattern)
 
 
-def _workspace_of(conversation: Any) -> Path | None:
-    from conversations.storage import owner_workspace_root
-
-    return owner_workspace_root(conversation.owner_id) / conversation.workspace
-
-
 def evaluate(
     conversation: Any, tool: ToolSpec | str, arguments: Any, *, workspace: Path | None = None
 ) -> Decision:
@@ -100,7 +95,7 @@ def evaluate(
     spec = tool if isinstance(tool, ToolSpec) else tool_spec(tool)
     conversation_id = getattr(conversation, "pk", conversation)
     if workspace is None and hasattr(conversation, "owner_id"):
-        workspace = _workspace_of(conversation)
+        workspace = conversation_workspace(conversation)
     subject = rule_subject(spec, arguments, workspace)
     is_command = spec.subject == "command" or (
         not spec.core and isinstance(arguments, dict) and "command" in arguments

@@ -13,11 +13,10 @@ from django.http import HttpRequest, HttpResponseNotAllowed, HttpResponseRedirec
 from django.urls import path
 from django.utils.html import format_html
 
-from tools.recovery import recover_all, recover_call
-
 from ..errors import DomainError
 from ..models import ConversationEvent, ExecutionClaim, ToolCall
 from ..services.cancel import call_cancel
+from ..services.recovery import recover_all, recover_call
 from .common import (
     ExactSearchMixin,
     ReadOnlyAdmin,

@@ -1,4 +1,4 @@
-"""Creating unfinished calls, and the ephemeral messages every change of one publishes."""
+"""Creating unfinished calls, and what every change of one publishes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from tools.catalog import tool_spec
 
 from ..models import ToolCall
 from ..shapes import call_wire
-from .activity import activity_apply, activity_create, status_update
-from .publish import Message, conversation_group, turn_group
+from .activity import activity_create, activity_fold, status_update
+from .publish import conversation_group, later, publish_turn_changed
 
 # Call ids are derived from what created the call, so a repeated request recomputes the
 # answer it got the first time (idempotent message and command posting).
@@ -26,51 +26,39 @@ def command_call_id(conversation_id: UUID | str, input_id: str) -> uuid.UUID:
     return uuid.uuid5(_CALL_NAMESPACE, f"{conversation_id}/command/{input_id}")
 
 
-def call_changed(call: ToolCall, messages: list[Message]) -> None:
-    messages.append(
-        (
-            conversation_group(call.conversation_id),
-            {
-                "type": "tool_call.changed",
-                "conversationId": str(call.conversation_id),
-                "call": call_wire(call),
-            },
-        )
+def publish_call_changed(call: ToolCall) -> None:
+    """``tool_call.changed`` with the unfinished call as it is now, after commit."""
+    later(
+        conversation_group(call.conversation_id),
+        {
+            "type": "tool_call.changed",
+            "conversationId": str(call.conversation_id),
+            "call": call_wire(call),
+        },
     )
 
 
-def call_moved(
-    call: ToolCall, messages: list[Message], status: str | None = None, **update: Any
-) -> None:
+def publish_call_removed(*, conversation_id: Any, call_id: Any, turn_id: Any) -> None:
+    """``tool_call.changed {removed}`` once the call settled, and a wake-up of its turn's
+    barrier, after commit."""
+    later(
+        conversation_group(conversation_id),
+        {
+            "type": "tool_call.changed",
+            "conversationId": str(conversation_id),
+            "removed": str(call_id),
+        },
+    )
+    publish_turn_changed(turn_id)
+
+
+def call_moved(call: ToolCall, status: str | None = None, **update: Any) -> None:
     """After a move of ``call`` (in the same transaction): re-read it, publish
     ``tool_call.changed``, and fold ``status`` (with ``update``'s fields) into its activity."""
     call.refresh_from_db()
-    call_changed(call, messages)
+    publish_call_changed(call)
     if status is not None:
-        activity_apply(
-            tool_call_id=call.pk, update=status_update(call, status, **update), messages=messages
-        )
-
-
-def call_removed(
-    *, conversation_id: Any, call_id: Any, turn_id: Any, messages: list[Message]
-) -> None:
-    messages.append(
-        (
-            conversation_group(conversation_id),
-            {
-                "type": "tool_call.changed",
-                "conversationId": str(conversation_id),
-                "removed": str(call_id),
-            },
-        )
-    )
-    turn_changed(turn_id, messages)
-
-
-def turn_changed(turn_id: Any, messages: list[Message]) -> None:
-    """Wake turn-barrier waiters of ``turn_id``; they re-read the database."""
-    messages.append((turn_group(turn_id), {"type": "turn.changed", "turnId": str(turn_id)}))
+        activity_fold(tool_call_id=call.pk, update=status_update(call, status, **update))
 
 
 def call_create(
@@ -86,7 +74,6 @@ def call_create(
     content_index: int | None = None,
     title: str | None = None,
     ordinal: int | None = None,
-    messages: list[Message],
 ) -> ToolCall:
     """A new unfinished call in ``supervising``, with its first activity state.
 
@@ -104,8 +91,6 @@ def call_create(
         arguments=arguments,
         state=ToolCall.State.SUPERVISING,
     )
-    activity_create(
-        call=call, title=title, kind=tool_spec(tool_name).kind, messages=messages, ordinal=ordinal
-    )
-    call_changed(call, messages)
+    activity_create(call=call, title=title, kind=tool_spec(tool_name).kind, ordinal=ordinal)
+    publish_call_changed(call)
     return call

@@ -14,14 +14,15 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from ..errors import StaleClaim
 from ..models import ExecutionClaim, ToolCall
+from ..sql import vendor_sql
+from . import publish
 from .calls import call_moved
-from .publish import Message, publish_on_commit
 
 S = ToolCall.State
 
@@ -40,9 +41,8 @@ def lease() -> timedelta:
 
 def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
     """Claim one ``ready`` call for ``worker``; None when it is not ready any more."""
-    messages: list[Message] = []
     now = timezone.now()
-    with transaction.atomic():
+    with publish.atomic():
         call = ToolCall.objects.select_for_update().filter(pk=call_id, state=S.READY).first()
         if call is None:
             return None
@@ -61,8 +61,7 @@ def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
             heartbeat_at=now,
             expires_at=now + lease(),
         )
-        call_moved(call, messages, "in_progress")
-        publish_on_commit(messages)
+        call_moved(call, "in_progress")
     return Claim(call.pk, claim.token, generation, claim.expires_at)
 
 
@@ -79,9 +78,7 @@ def claim_acquire_batch(
     claims: list[Claim] = []
     while len(claims) < limit:
         with transaction.atomic():
-            picked = candidates
-            if connection.vendor == "postgresql":
-                picked = picked.select_for_update(skip_locked=True, of=("self",))
+            picked = vendor_sql().ready_candidates(candidates)
             ids = list(picked.values_list("id", flat=True)[: limit - len(claims)])
         if not ids:
             break

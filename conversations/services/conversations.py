@@ -12,6 +12,7 @@ from projections.units import clean_text
 from ..errors import NotFound
 from ..models import Conversation, ToolCall
 from ..storage import remove_conversation_files, resolve_workspace
+from .cancel import call_cancel
 
 
 def conversation_create(
@@ -29,8 +30,6 @@ def conversation_create(
 
 def conversation_delete(*, conversation_id: UUID | str) -> None:
     """Cancel what is open (Cancel rules), then delete the conversation, its events and files."""
-    from .cancel import call_cancel
-
     if not Conversation.objects.filter(pk=conversation_id).exists():
         raise NotFound("Conversation not found.")
     for call_id in ToolCall.objects.filter(conversation_id=conversation_id).values_list(

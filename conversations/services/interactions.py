@@ -1,7 +1,9 @@
-"""Resolving approvals and input requests (spec lifecycle.md, "Interactions").
+"""Resolving approvals and input requests (docs/subsystems/interactions.md).
 
 A resolution is first recorded on the row (one transaction), then applied (a move or a
-settlement). Recovery applies a recorded resolution again if a crash fell between the two.
+settlement). Recovery applies a recorded resolution again if a crash fell between the two. A
+resolution that loses a race with a cancel or another settlement is refused (``not_awaiting``)
+and leaves no trace: the response never carries a resolution that did not decide its outcome.
 """
 
 from __future__ import annotations
@@ -9,10 +11,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
-
 from tools.catalog import tool_spec
-from tools.handlers import run_inline
 from tools.models import PermissionRule
 
 from ..errors import (
@@ -25,13 +24,14 @@ from ..errors import (
 )
 from ..fields import dumps
 from ..models import ConversationEvent, ExecutionClaim, ToolCall
+from . import publish
 from .calls import call_moved
-from .publish import Message, publish_on_commit
-from .settlement import GenerationGuard, call_settle
+from .cancel import APPROVAL_DENIED
+from .runners import call_ready_run
+from .settlement import ResolutionGuard, call_settle
 from .transitions import call_move
 
 S = ToolCall.State
-APPROVAL_DENIED = "Approval denied."
 _AWAITING = {"approval": S.AWAITING_APPROVAL, "input": S.AWAITING_INPUT}
 
 
@@ -48,7 +48,7 @@ def _record(
 
 def _conflict(recorded_request: str | None, recorded: dict[str, Any]) -> ResolutionConflict:
     """The refusal names the recorded resolution in its message: the error object keeps the
-    spec's keys (``code``, ``message``)."""
+    documented keys (``code``, ``message``)."""
     return ResolutionConflict(
         f"The call was already resolved differently: request {dumps(recorded_request)} "
         f"recorded {dumps(recorded)}.",
@@ -81,6 +81,36 @@ def _check_input(call: ToolCall, value: Any) -> None:
         )
 
 
+def _suggested(interaction: Any) -> list[dict[str, Any]]:
+    return (interaction or {}).get("request", {}).get("suggestedRules") or []
+
+
+def _rule_to_save(interaction: Any, rule: int | str | None) -> dict[str, Any] | None:
+    """The suggested rule a persisting approval saves: the one ``rule`` names (its index in
+    ``suggestedRules`` or its pattern), else the first; None when there is none to save."""
+    suggested = _suggested(interaction)
+    if rule is None:
+        return suggested[0] if suggested else None
+    if isinstance(rule, int) and not isinstance(rule, bool):
+        return suggested[rule] if 0 <= rule < len(suggested) else None
+    return next((s for s in suggested if s.get("pattern") == rule), None)
+
+
+def _check_approval(call: ToolCall, resolution: dict[str, Any], user: Any) -> None:
+    if resolution.get("decision") != "allow":
+        return  # refusing never runs anything
+    if tool_spec(call.tool_name).risk == "execute" and not user.has_perm("tools.run_commands"):
+        raise Forbidden("Approving a command needs the permission tools.run_commands.")
+    rule = resolution.get("rule")
+    if rule is not None and _rule_to_save(call.interaction, rule) is None:
+        count = len(_suggested(call.interaction))
+        raise ValidationFailed(
+            f"rule names none of the request's {count} suggested rule(s): give an index "
+            f"(0 to {count - 1}) or one of their patterns.",
+            field="rule",
+        )
+
+
 def call_resolve(
     *, call_id: UUID | str, user: Any, request_id: str, resolution: dict[str, Any]
 ) -> dict[str, Any]:
@@ -88,7 +118,7 @@ def call_resolve(
 
     The same request and resolution again answers the recorded result (also after the call
     settled); any other second resolution is ``resolution_conflict``; a call not awaiting this
-    kind is ``not_awaiting``.
+    kind, or one that a cancel or settlement took first, is ``not_awaiting``.
     """
     call = ToolCall.objects.filter(pk=call_id).first()
     if call is None:
@@ -98,28 +128,40 @@ def call_resolve(
         return earlier
     if call.resolution is not None:
         if call.resolution_request_id == request_id and call.resolution == resolution:
-            resolution_apply(call_id=call.id)
-            return _record(call.id, request_id, resolution, _username(call.resolved_by))
+            return _apply_and_answer(call.id, request_id, resolution, _username(call.resolved_by))
         raise _conflict(call.resolution_request_id, call.resolution)
     kind = resolution["kind"]
     if call.state != _AWAITING[kind]:
         raise NotAwaiting(f"The call is {call.state}, not awaiting {kind}.")
-    # Approving runs a command: that needs the permission. Refusing never does.
-    approving = kind == "approval" and resolution.get("decision") == "allow"
-    executes = tool_spec(call.tool_name).risk == "execute"
-    if approving and executes and not user.has_perm("tools.run_commands"):
-        raise Forbidden("Approving a command needs the permission tools.run_commands.")
-    if kind == "input":
+    if kind == "approval":
+        _check_approval(call, resolution, user)
+    else:
         _check_input(call, resolution.get("value"))
     stored = ToolCall.objects.filter(
         pk=call.pk, state=call.state, generation=call.generation, resolution__isnull=True
     ).update(resolution=resolution, resolution_request_id=request_id, resolved_by=user)
-    if not stored:
+    if not stored:  # resolved, moved or settled meanwhile: answer from the fresh row
         return call_resolve(
             call_id=call_id, user=user, request_id=request_id, resolution=resolution
         )
-    resolution_apply(call_id=call.id)
-    return _record(call.id, request_id, resolution, user.get_username())
+    return _apply_and_answer(call.id, request_id, resolution, user.get_username())
+
+
+def _apply_and_answer(
+    call_id: Any, request_id: str, resolution: dict[str, Any], resolved_by: str | None
+) -> dict[str, Any]:
+    """Apply the recorded resolution and answer it, or ``not_awaiting`` when a cancel or a
+    settlement took the call first (the recorded resolution went with the row)."""
+    record = _record(call_id, request_id, resolution, resolved_by)
+    if resolution_apply(call_id=call_id) is not None:
+        return record
+    # Not applied here: applied by the same request running meanwhile, or lost to a cancel.
+    still = ToolCall.objects.filter(pk=call_id, resolution_request_id=request_id).exists()
+    payload = _response_payload(call_id)
+    if still or (payload is not None and payload.get("resolutionRequestId") == request_id):
+        return record
+    outcome = f" ({payload['outcome']})" if payload is not None else ""
+    raise NotAwaiting(f"The call settled{outcome} before this resolution could apply.")
 
 
 def _earlier_approval(
@@ -141,14 +183,18 @@ def _username(user: Any) -> str | None:
     return None if user is None else user.get_username()
 
 
-def _resolved_after_settlement(
-    call_id: Any, request_id: str, resolution: dict[str, Any]
-) -> dict[str, Any]:
-    payload = (
+def _response_payload(call_id: Any) -> dict[str, Any] | None:
+    return (
         ConversationEvent.objects.filter(tool_call_id=call_id)
         .values_list("payload", flat=True)
         .first()
     )
+
+
+def _resolved_after_settlement(
+    call_id: Any, request_id: str, resolution: dict[str, Any]
+) -> dict[str, Any]:
+    payload = _response_payload(call_id)
     if payload is None:
         raise NotFound("Tool call not found.")
     earlier = _earlier_approval(payload.get("supervision"), request_id, resolution)
@@ -163,64 +209,57 @@ def _resolved_after_settlement(
 
 
 def resolution_apply(*, call_id: UUID | str) -> str | None:
-    """Apply the resolution recorded on an awaiting call; nothing when already applied."""
-    call = ToolCall.objects.select_related("resolved_by").filter(pk=call_id).first()
+    """Apply the resolution recorded on an awaiting call: what it led to (``ready``, or the
+    outcome it settled), or None when there was nothing to apply or someone else moved or
+    settled the call first."""
+    call = ToolCall.objects.filter(pk=call_id).first()
     if call is None or call.resolution is None or call.state not in _AWAITING.values():
         return None
     resolution = call.resolution
-    guard = GenerationGuard(call.generation)
-    common = {
-        "resolution": resolution,
-        "resolution_request_id": call.resolution_request_id,
-        "resolved_by": call.resolved_by,
-    }
-    if resolution["kind"] == "input" and call.state == S.AWAITING_INPUT:
-        answers = resolution["value"]["answers"]
-        text = "\n".join(
-            f"{qid}: {a if isinstance(a, str) else ', '.join(a)}" for qid, a in answers.items()
-        )
-        call_settle(
-            call_id=call.id,
-            outcome="completed",
-            guard=guard,
-            result={"answers": answers},
-            text=text,
-            **common,
-        )
-        return "completed"
-    if resolution["kind"] != "approval" or call.state != S.AWAITING_APPROVAL:
-        return None
-    if resolution["decision"] == "deny":
-        ToolCall.objects.filter(pk=call.pk).update(permission_refused=True)
-        call_settle(
-            call_id=call.id,
-            outcome="denied",
-            guard=guard,
-            reason=APPROVAL_DENIED,
-            permission_refused=True,
-            **common,
-        )
-        return "denied"
+    guard = ResolutionGuard(call.generation)
+    try:
+        if resolution["kind"] == "input" and call.state == S.AWAITING_INPUT:
+            answers = resolution["value"]["answers"]
+            text = "\n".join(
+                f"{qid}: {a if isinstance(a, str) else ', '.join(a)}" for qid, a in answers.items()
+            )
+            call_settle(
+                call_id=call.id,
+                outcome="completed",
+                guard=guard,
+                result={"answers": answers},
+                text=text,
+            )
+            return "completed"
+        if resolution["kind"] != "approval" or call.state != S.AWAITING_APPROVAL:
+            return None
+        if resolution["decision"] == "deny":
+            call_settle(call_id=call.id, outcome="denied", guard=guard, reason=APPROVAL_DENIED)
+            return "denied"
+    except StaleClaim:
+        return None  # cancelled or settled first
     return _approve(call)
 
 
 def call_await_input(*, call_id: UUID | str, token: Any, generation: int) -> None:
-    """The ``ask_user`` handler's move (tools.md): ``running → awaiting_input`` with the
-    questions, the claim released. An earlier approval's resolution is set aside (its
-    interaction stays in ``resolved_interaction``), so the input resolution has the slot.
-    Locks claim then call, as settlement does; ``StaleClaim`` when the claim is not held."""
-    messages: list[Message] = []
-    with transaction.atomic():
-        released = ExecutionClaim.objects.filter(
-            call_id=call_id, token=token, generation=generation
-        ).delete()[0]
+    """The ``ask_user`` handler's move: ``running → awaiting_input`` with the questions, the
+    claim released. An earlier approval's resolution is set aside (its interaction stays in
+    ``resolved_interaction``), so the input resolution has the slot. Locks the call, then its
+    claim, as every writer does; ``StaleClaim`` when the claim is not held."""
+    with publish.atomic():
         call = (
             ToolCall.objects.select_for_update(of=("self",))
             .select_related("resolved_by")
             .filter(pk=call_id, state=S.RUNNING, generation=generation)
             .first()
         )
-        if not released or call is None:
+        released = (
+            call is not None
+            and ExecutionClaim.objects.filter(
+                call_id=call_id, token=token, generation=generation
+            ).delete()[0]
+        )
+        if not released:
             raise StaleClaim("This claim no longer holds the call.")
         questions = call.arguments.get("questions") if isinstance(call.arguments, dict) else None
         interaction = {"kind": "input", "request": {"questions": questions}}
@@ -248,13 +287,13 @@ def call_await_input(*, call_id: UUID | str, token: Any, generation: int) -> Non
             resolution_request_id=None,
             resolved_by=None,
         )
-        call_moved(call, messages, "awaiting_input", interaction=interaction)
-        publish_on_commit(messages)
+        call_moved(call, "awaiting_input", interaction=interaction)
 
 
 def _approve(call: ToolCall) -> str | None:
-    messages: list[Message] = []
-    with transaction.atomic():
+    """``awaiting_approval → ready``, saving the chosen suggested rule for this conversation
+    when the approval persists; then the call's runner, after commit."""
+    with publish.atomic():
         moved = call_move(
             call_id=call.id,
             from_state=S.AWAITING_APPROVAL,
@@ -265,18 +304,18 @@ def _approve(call: ToolCall) -> str | None:
         )
         if not moved:
             return None
-        if call.resolution.get("persist"):
-            suggested = (call.interaction or {}).get("request", {}).get("suggestedRules") or []
-            if suggested:
-                PermissionRule.objects.create(
-                    conversation_id=call.conversation_id,
-                    tool_name=call.tool_name,
-                    pattern=suggested[0].get("pattern", ""),
-                    decision=PermissionRule.Decision.ALLOW,
-                    source=PermissionRule.Source.APPROVAL,
-                    created_by=call.resolved_by,
-                )
-        call_moved(call, messages, "pending", interaction=None)
-        publish_on_commit(messages)
-    run_inline(call_id=call.id, tool_name=call.tool_name)
+        rule = call.resolution.get("persist") and _rule_to_save(
+            call.interaction, call.resolution.get("rule")
+        )
+        if rule:
+            PermissionRule.objects.create(
+                conversation_id=call.conversation_id,
+                tool_name=call.tool_name,
+                pattern=rule.get("pattern", ""),
+                decision=PermissionRule.Decision.ALLOW,
+                source=PermissionRule.Source.APPROVAL,
+                created_by_id=call.resolved_by_id,
+            )
+        call_moved(call, "pending", interaction=None)
+    call_ready_run(call_id=call.id, tool_name=call.tool_name)
     return S.READY

@@ -6,19 +6,19 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db import IntegrityError
 
 from projections.units import clean_json, clean_text
 
 from ..errors import CommandConflict, MessageConflict, TurnNotOpen, TurnOpen
 from ..models import ConversationEvent, ToolCall, Turn
 from ..shapes import event_wire, settled_call_wire
+from . import publish
 from .activity import next_ordinal
 from .calls import call_create, command_call_id, model_call_id
 from .events import conversation_lock, event_append
-from .publish import Message, publish_on_commit
 from .supervision import call_supervise
+from .turns import turn_create, turn_open_find
 
 E = ConversationEvent.Type
 
@@ -30,15 +30,6 @@ class Posted:
     created: bool
     body: dict[str, Any]
     call_ids: list[UUID] = field(default_factory=list)
-
-
-def _open_turn(conversation_id: Any) -> Turn | None:
-    return Turn.objects.filter(conversation_id=conversation_id, status=Turn.Status.OPEN).first()
-
-
-def _turn_create(conversation_id: Any, **fields: Any) -> Turn:
-    last = Turn.objects.filter(conversation_id=conversation_id).aggregate(m=Max("ordinal"))["m"]
-    return Turn.objects.create(conversation_id=conversation_id, ordinal=(last or 0) + 1, **fields)
 
 
 def _tool_blocks(content: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -80,9 +71,8 @@ def message_post(
     content = clean_json(content)  # type: ignore[assignment]
     message_id = clean_text(message_id)
     event_type = E.USER_MESSAGE if role == "user" else E.ASSISTANT_MESSAGE
-    messages: list[Message] = []
     try:
-        with transaction.atomic():
+        with publish.atomic():
             conversation_lock(conversation_id)
             recorded = ConversationEvent.objects.filter(
                 conversation_id=conversation_id, message_id=message_id
@@ -93,11 +83,11 @@ def message_post(
                         f"Message {message_id} was recorded with other content.", field="messageId"
                     )
                 return Posted(created=False, body=_message_body(recorded))
-            open_turn = _open_turn(conversation_id)
+            open_turn = turn_open_find(conversation_id)
             if event_type == E.USER_MESSAGE:
                 if open_turn is not None:
                     raise TurnOpen(f"Turn {open_turn.id} is still open.", field="role")
-                turn = _turn_create(conversation_id, origin=Turn.Origin.USER)
+                turn = turn_create(conversation_id=conversation_id, origin=Turn.Origin.USER)
             else:
                 if open_turn is None or str(open_turn.id) != str(turn_id):
                     raise TurnNotOpen("The turnId does not name the open turn.", field="turnId")
@@ -108,12 +98,8 @@ def message_post(
                 payload={"messageId": message_id, "content": content},
                 turn_id=turn.id,
                 message_id=message_id,
-                messages=messages,
             )
-            call_ids = (
-                _create_calls(event, content, messages) if event_type == E.ASSISTANT_MESSAGE else []
-            )
-            publish_on_commit(messages)
+            call_ids = _create_calls(event, content) if event_type == E.ASSISTANT_MESSAGE else []
     except IntegrityError as exc:
         # Two posts of one messageId raced past the check; the loser answers from the record.
         recorded = ConversationEvent.objects.filter(
@@ -131,9 +117,7 @@ def message_post(
     return Posted(created=True, body=_message_body(event), call_ids=call_ids)
 
 
-def _create_calls(
-    event: ConversationEvent, content: list[dict[str, Any]], messages: list[Message]
-) -> list[UUID]:
+def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> list[UUID]:
     blocks = _tool_blocks(content)
     ids = {
         index: model_call_id(event.conversation_id, event.message_id or "", index)
@@ -160,7 +144,6 @@ def _create_calls(
             assistant_event_id=event.pk,
             provider_call_id=block.get("id", ""),
             content_index=index,
-            messages=messages,
         )
         created.append(ids[index])
     return created
@@ -195,8 +178,7 @@ def command_post(
     command is ``command_conflict``.
     """
     input_id, command = clean_text(input_id), clean_text(command)
-    messages: list[Message] = []
-    with transaction.atomic():
+    with publish.atomic():
         conversation_lock(conversation_id)
         recorded = Turn.objects.filter(conversation_id=conversation_id, input_id=input_id).first()
         if recorded is not None:
@@ -205,11 +187,11 @@ def command_post(
                     f"Input {input_id} was recorded with another command.", field="inputId"
                 )
             return Posted(created=False, body=_command_body(recorded, repeated=True))
-        open_turn = _open_turn(conversation_id)
+        open_turn = turn_open_find(conversation_id)
         if open_turn is not None:
             raise TurnOpen(f"Turn {open_turn.id} is still open.")
-        turn = _turn_create(
-            conversation_id,
+        turn = turn_create(
+            conversation_id=conversation_id,
             origin=Turn.Origin.COMMAND,
             input_id=input_id,
             command=command,
@@ -223,8 +205,6 @@ def command_post(
             arguments={"command": command},
             origin=ToolCall.Origin.USER,
             title=command.split("\n", 1)[0],
-            messages=messages,
         )
-        publish_on_commit(messages)
     call_supervise(call_id=call.id)
     return Posted(created=True, body=_command_body(turn), call_ids=[call.id])

@@ -1,4 +1,11 @@
-"""Publishing to live subscribers, always after commit (spec lifecycle.md, "Appending").
+"""Publishing to live subscribers, always after commit (docs/subsystems/publishing.md).
+
+A service says what to publish where it decides it: ``later(group, message)``. The message goes
+out after the current transaction commits, never before, and not at all when it rolls back (a
+savepoint rolled back drops what was published inside it). Services wrap their transaction in
+``publish.atomic()``: everything that transaction published is collected and sent together once
+it committed, coalesced per group and in order (see "Coalescing" below). Outside a collector a
+message goes out on its own after commit; outside a transaction at once.
 
 Group names: ``conv.<conversation hex>`` for everything about a conversation and
 ``turn.<turn hex>`` for the turn barrier. A failure to publish never undoes a commit: durable
@@ -30,6 +37,8 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Iterator
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -209,7 +218,65 @@ def send_now(messages: list[Message]) -> None:
     publisher.submit(list(messages))
 
 
-def publish_on_commit(messages: list[Message]) -> None:
-    """Send ``messages`` once the current transaction commits (at once outside one)."""
-    if messages:
-        transaction.on_commit(lambda: send_now(list(messages)))
+# --- After commit ----------------------------------------------------------------------------
+
+_collector = threading.local()
+
+
+def later(group: str, message: dict[str, Any]) -> None:
+    """Publish ``message`` to ``group`` once the current transaction commits (at once outside
+    one). Django's ``on_commit`` keeps the order and drops it with a rolled-back savepoint."""
+    transaction.on_commit(partial(_deliver, (group, message)))
+
+
+def _deliver(item: Message) -> None:
+    outbox: list[Message] | None = getattr(_collector, "outbox", None)
+    if outbox is None:
+        send_now([item])
+    else:
+        outbox.append(item)
+
+
+@contextlib.contextmanager
+def atomic() -> Iterator[None]:
+    """``transaction.atomic()`` whose publications go out together after its commit: one
+    channel-layer message per group, in the order they were published.
+
+    Nested in another transaction it is a plain savepoint: the outer collector (or, under a
+    plain ``transaction.atomic()``, each message after the outer commit) sends."""
+    if (
+        getattr(_collector, "outbox", None) is not None
+        or transaction.get_connection().in_atomic_block
+    ):
+        with transaction.atomic():
+            yield
+        return
+    outbox: list[Message] = []
+    _collector.outbox = outbox
+    try:
+        with transaction.atomic():
+            yield
+        # The commit ran the on_commit callbacks: they filled the outbox.
+    finally:
+        _collector.outbox = None
+    send_now(outbox)
+
+
+# --- What the core publishes -----------------------------------------------------------------
+
+
+def publish_turn_changed(turn_id: UUID | str) -> None:
+    """Wake the turn barrier's waiters of ``turn_id`` after commit; they re-read the database."""
+    later(turn_group(turn_id), {"type": "turn.changed", "turnId": str(turn_id)})
+
+
+def publish_tool_updated(conversation_id: UUID | str, rev: int, update: dict[str, Any]) -> None:
+    """The ``tool.updated`` of an update folded into a call's activity at ``rev``."""
+    later(
+        conversation_group(conversation_id),
+        {
+            "type": "tool.updated",
+            "conversationId": str(conversation_id),
+            "update": {**update, "rev": rev},
+        },
+    )

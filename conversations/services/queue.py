@@ -1,17 +1,16 @@
-"""The queue: async-run notices the client has not acknowledged (spec tools.md)."""
+"""The queue: async-run notices the client has not acknowledged (docs/subsystems/async-runs.md)."""
 
 from __future__ import annotations
 
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
-
 from tools.models import AsyncRun
 
 from ..models import ConversationEvent
 from ..shapes import event_wire
-from .publish import conversation_group, publish_on_commit
+from . import publish
+from .publish import conversation_group, later
 
 
 def queue_notices(conversation_id: UUID | str) -> list[dict[str, Any]]:
@@ -29,7 +28,7 @@ def queue_notices(conversation_id: UUID | str) -> list[dict[str, Any]]:
 
 def queue_ack(*, conversation_id: UUID | str, up_to: int) -> dict[str, Any]:
     """Mark notices with ``sequence ≤ up_to`` delivered; idempotent."""
-    with transaction.atomic():
+    with publish.atomic():
         changed = AsyncRun.objects.filter(
             conversation_id=conversation_id,
             acknowledged=False,
@@ -39,17 +38,9 @@ def queue_ack(*, conversation_id: UUID | str, up_to: int) -> dict[str, Any]:
         queue = None
         if changed:
             queue = queue_notices(conversation_id)
-            publish_on_commit(
-                [
-                    (
-                        conversation_group(conversation_id),
-                        {
-                            "type": "queue.changed",
-                            "conversationId": str(conversation_id),
-                            "queue": queue,
-                        },
-                    )
-                ]
+            later(
+                conversation_group(conversation_id),
+                {"type": "queue.changed", "conversationId": str(conversation_id), "queue": queue},
             )
     return {
         "acknowledged": changed,

@@ -1,9 +1,11 @@
-"""Settlement: the one function that turns an unfinished call into its response event.
+"""Settlement: the one function that turns an unfinished call into its response event
+(docs/subsystems/settlement.md).
 
-Whatever settles a call (handler, host, cancel, recovery, approval deny, end of turn), it goes
+Whatever settles a call (handler, host, cancel, recovery, a resolution, end of turn), it goes
 through ``call_settle``: guard, prepare outside the transaction, then one transaction that
 appends ``tool_call_response``, links the asset rows, deletes the row and its claim and writes
-the final activity; publications follow the commit.
+the final activity; publications follow the commit. The transaction's SQL differs by database
+(``conversations.sql``); the flow here does not.
 """
 
 from __future__ import annotations
@@ -17,19 +19,22 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError
 from django.utils import timezone
 
 from projections.fold import status_for_state
 from projections.model import model_content
+from projections.tool_input import bound_tool_input
+from projections.tool_output import bound_tool_output
 from projections.transcript import project_transcript
-from projections.wire import bound_tool_input, bound_tool_output
 from tools.catalog import tool_spec
 
 from ..errors import NotFound, StaleClaim
 from ..fields import dumps
 from ..models import ConversationEvent, ToolCall, Turn
 from ..shapes import iso
+from ..sql import vendor_sql
+from ..sql.common import AssetRow, SettlingCall, maybe_uuid, settling_call_load
 from ..storage import (
     FileExistsDifferent,
     attempt_relative,
@@ -38,34 +43,41 @@ from ..storage import (
     sha256_file,
     write_exclusive,
 )
-from .activity import (
-    activity_apply,
-    activity_fold,
-    activity_published,
-    fold_write,
-    status_update,
-)
-from .calls import call_removed
-from .events import event_append, event_instance, event_published
-from .publish import Message, publish_on_commit
-from .settlement_sql import (
-    AssetRow,
-    ClaimGuard,
-    GenerationGuard,
-    Guard,
-    SettlingCall,
-    assets_insert,
-    call_delete_guarded,
-    guard_check,
-    settle_statement,
-    settling_call_load,
-)
-from .transitions import check_settlement
+from . import publish
+from .activity import activity_fold, fold_plan, status_update
+from .calls import publish_call_removed
+from .events import event_instance, publish_event
+from .transitions import settled_outcome
 from .turns import turn_close
 
-__all__ = ["AttemptFile", "ClaimGuard", "GenerationGuard", "call_settle"]
-
 logger = logging.getLogger(__name__)
+
+_AWAITING = frozenset({ToolCall.State.AWAITING_APPROVAL, ToolCall.State.AWAITING_INPUT})
+
+
+@dataclass(frozen=True)
+class ClaimGuard:
+    """A handler or host settling: holds the claim ``token`` of ``generation`` (fencing)."""
+
+    token: UUID | str
+    generation: int
+
+
+@dataclass(frozen=True)
+class GenerationGuard:
+    """Cancel, end of turn, recovery, supervision: compare-and-set on the generation (and the
+    state) read."""
+
+    generation: int
+
+
+@dataclass(frozen=True)
+class ResolutionGuard(GenerationGuard):
+    """The recorded resolution being applied (a deny, an input): a compare-and-set like
+    ``GenerationGuard``; the response carries the resolution, which decided its outcome."""
+
+
+Guard = ClaimGuard | GenerationGuard
 
 
 @dataclass(frozen=True)
@@ -86,14 +98,24 @@ class _Prepared:
     arguments: Any = None
 
 
+def _guard_check(call: SettlingCall, guard: Guard) -> None:
+    """The guard on the row as read, before preparing: fail early, write nothing. The write
+    checks it again with the row locked."""
+    if isinstance(guard, ClaimGuard):
+        token = call.claim_token if call.state == ToolCall.State.RUNNING else None
+        if token is None or call.generation != guard.generation or token != maybe_uuid(guard.token):
+            raise StaleClaim("This claim no longer holds the call.")
+    elif call.generation != guard.generation:
+        raise StaleClaim("The call changed since it was read.")
+
+
 def _resource(call: SettlingCall) -> str | None:
     spec = tool_spec(call.tool_name)
     args = call.arguments if isinstance(call.arguments, dict) else {}
-    if spec.subject == "command":
-        return args.get("command") if isinstance(args.get("command"), str) else None
+    value = args.get("command") if spec.subject == "command" else None
     if spec.is_path_tool:
-        return args.get("path") if isinstance(args.get("path"), str) else None
-    return None
+        value = args.get("path")
+    return value if isinstance(value, str) else None
 
 
 def _asset(
@@ -195,31 +217,22 @@ def call_settle(
     reason: str | None = None,
     files: Sequence[AttemptFile] = (),
     supervision: dict[str, Any] | None = None,
-    resolution: dict[str, Any] | None = None,
-    resolution_request_id: str | None = None,
-    resolved_by: Any = None,
-    permission_refused: bool | None = None,
-    extra: dict[str, Any] | None = None,
-    close_command_turn: bool = True,
 ) -> ConversationEvent:
     """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
 
     ``result`` is the complete result, written as ``result.json`` in the attempt's folder;
     ``text``/``items``/``process`` are what the model projection summarises; ``reason`` the
-    message of a terminal outcome.
+    message of a terminal outcome; ``supervision`` the decision of a call settled while it is
+    supervised (everything else settlement reads from the row). A command's turn ends with its
+    call.
     """
     call = settling_call_load(call_id)
     if call is None:
         if ConversationEvent.objects.filter(tool_call_id=call_id).exists():
             raise StaleClaim("The call has already settled.")
         raise NotFound("Tool call not found.")
-    guard_check(call, guard)
-    refused = call.permission_refused if permission_refused is None else permission_refused
-    if refused and outcome == "failed":
-        outcome = (
-            "denied"  # "A call that fails after the user refused its permission reads denied."
-        )
-    check_settlement(call.state, outcome, permission_refused=refused)
+    _guard_check(call, guard)
+    outcome = settled_outcome(call.state, outcome, permission_refused=call.permission_refused)
     try:
         prepared = _prepare(
             call,
@@ -234,20 +247,11 @@ def call_settle(
     except FileExistsDifferent as exc:
         raise StaleClaim("Another settlement of this attempt wrote its result first.") from exc
     payload = _response_payload(
-        call,
-        outcome=outcome,
-        prepared=prepared,
-        supervision=supervision,
-        resolution=resolution,
-        resolution_request_id=resolution_request_id,
-        resolved_by=resolved_by,
-        extra=extra,
+        call, guard=guard, outcome=outcome, prepared=prepared, supervision=supervision
     )
-    messages: list[Message] = []
     try:
-        with transaction.atomic():
-            event = _commit(call, guard, payload, prepared, text, messages, close_command_turn)
-            publish_on_commit(messages)
+        with publish.atomic():
+            event = _commit(call, guard, payload, prepared, text)
     except IntegrityError as exc:
         # The unique tool_call_id: another settlement won between our guard and insert.
         raise StaleClaim("The call has already settled.") from exc
@@ -269,49 +273,24 @@ def _commit(
     payload: dict[str, Any],
     prepared: _Prepared,
     text: str | None,
-    messages: list[Message],
-    close_command_turn: bool,
 ) -> ConversationEvent:
-    """The settlement transaction. Lock order: conversation row (sequence), then call row."""
+    """The settlement transaction's work, inside it."""
     now = timezone.now()
     update = status_update(call, status_for_state(payload["outcome"]), finishedAt=iso(now))
     if text is not None:
         update["output"] = bound_tool_output(text)
-    if connection.vendor == "postgresql":
-        event = _commit_statement(call, guard, payload, prepared, update, now, messages)
-    else:
-        event = _commit_steps(call, guard, payload, prepared, update, messages)
-    call_removed(
-        conversation_id=call.conversation_id,
-        call_id=call.id,
-        turn_id=call.turn_id,
-        messages=messages,
-    )
-    if (
-        close_command_turn
-        and call.turn_origin == Turn.Origin.COMMAND
-        and not ToolCall.objects.filter(turn_id=call.turn_id).exists()
-    ):
-        turn = Turn.objects.filter(pk=call.turn_id, status=Turn.Status.OPEN).first()
-        if turn is not None:
-            turn_close(turn=turn, reason="command", messages=messages)
-    return event
-
-
-def _commit_statement(
-    call: SettlingCall,
-    guard: Guard,
-    payload: dict[str, Any],
-    prepared: _Prepared,
-    update: dict[str, Any],
-    now: Any,
-    messages: list[Message],
-) -> ConversationEvent:
-    """PostgreSQL: the whole body in one statement (``settle_statement``)."""
     known = call.activity_rev is not None and call.activity_state is not None
-    fold = fold_write(call.activity_rev, call.activity_state, update) if known else None
-    row = settle_statement(
-        call, guard, payload_text=dumps(payload), now=now, assets=prepared.assets, fold=fold
+    plan = fold_plan(call.activity_rev, call.activity_state, update) if known else None
+    held = isinstance(guard, ClaimGuard)
+    row = vendor_sql().settlement_write(
+        call,
+        token=guard.token if held else None,
+        generation=guard.generation,
+        state=ToolCall.State.RUNNING if held else call.state,
+        payload_text=dumps(payload),
+        now=now,
+        assets=prepared.assets,
+        fold=plan,
     )
     event = event_instance(
         pk=row.event_id,
@@ -324,62 +303,35 @@ def _commit_statement(
         message_id=None,
         created_at=now,
     )
-    event_published(event, messages)
-    if row.activity_written:
-        activity_published(call.conversation_id, fold.rev + 1, update, messages)
-    elif fold is not None or not known:
-        # The activity moved since it was read (or was not read): fold again, row locked.
-        activity_apply(tool_call_id=call.id, update=update, messages=messages)
-    return event
-
-
-def _commit_steps(
-    call: SettlingCall,
-    guard: Guard,
-    payload: dict[str, Any],
-    prepared: _Prepared,
-    update: dict[str, Any],
-    messages: list[Message],
-) -> ConversationEvent:
-    """SQLite (writers already serialised by ``BEGIN IMMEDIATE``): one statement a step."""
-    event = event_append(
-        conversation_id=call.conversation_id,
-        type=ConversationEvent.Type.TOOL_CALL_RESPONSE,
-        payload=payload,
-        turn_id=call.turn_id,
-        tool_call_id=call.id,
-        messages=messages,
-    )
-    call_delete_guarded(call, guard)
-    assets_insert(
-        prepared.assets,
-        conversation_id=call.conversation_id,
-        call_id=call.id,
-        event_id=event.pk,
-        now=event.created_at,
-    )
+    publish_event(event)
+    # The fold the write carried, or (not read, or moved meanwhile) again with the row locked.
     activity_fold(
         tool_call_id=call.id,
         conversation_id=call.conversation_id,
-        known=(call.activity_rev, call.activity_state),
         update=update,
-        messages=messages,
+        written=plan if row.activity_written else None,
     )
+    publish_call_removed(
+        conversation_id=call.conversation_id, call_id=call.id, turn_id=call.turn_id
+    )
+    if call.turn_origin == Turn.Origin.COMMAND:
+        # A command's turn is its one call: it ends when the call settles, whatever settled it.
+        turn_close(conversation_id=call.conversation_id, turn_id=call.turn_id, reason="command")
     return event
 
 
 def _response_payload(
     call: SettlingCall,
     *,
+    guard: Guard,
     outcome: str,
     prepared: _Prepared,
     supervision: dict[str, Any] | None,
-    resolution: dict[str, Any] | None,
-    resolution_request_id: str | None,
-    resolved_by: Any,
-    extra: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    by_name = resolved_by.get_username() if resolved_by is not None else call.resolved_by_name
+    # A resolution recorded on an awaiting call and not being applied lost its race (to a
+    # cancel, say): it decided nothing, so the response does not carry it.
+    decided = call.state not in _AWAITING or isinstance(guard, ResolutionGuard)
+    resolution = call.resolution if decided else None
     payload: dict[str, Any] = {
         "toolCallId": str(call.id),
         "providerCallId": call.provider_call_id,
@@ -393,12 +345,12 @@ def _response_payload(
         "userProjection": prepared.transcript,
         "supervision": supervision if supervision is not None else call.supervision,
         "interaction": call.interaction or call.resolved_interaction,
-        "resolution": resolution if resolution is not None else call.resolution,
-        "resolutionRequestId": resolution_request_id or call.resolution_request_id,
-        "resolvedBy": by_name,
+        "resolution": resolution,
+        "resolutionRequestId": call.resolution_request_id if resolution is not None else None,
+        "resolvedBy": call.resolved_by_name if resolution is not None else None,
         "assetIds": [str(a.id) for a in prepared.assets],
         "attempts": call.attempt,
     }
-    if extra:
-        payload.update(extra)
+    if call.turn_origin == Turn.Origin.COMMAND:
+        payload["includeInContext"] = call.include_in_context
     return payload

@@ -1,11 +1,12 @@
-"""The call state machine (spec lifecycle.md, "Call states"). Any other transition is refused."""
+"""The call state machine (docs/subsystems/lifecycle.md, "Call states"). Any other transition
+is refused and changes nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 from uuid import UUID
 
-from ..errors import InvalidTransition, NotFound
+from ..errors import InvalidTransition
 from ..models import ToolCall
 
 S = ToolCall.State
@@ -33,21 +34,27 @@ SETTLEMENTS: dict[str, frozenset[str]] = {
     "indeterminate": frozenset({S.RUNNING}),
 }
 
+# A call whose permission the user refused reads denied when it fails or is cancelled.
+REFUSED_READS_DENIED = frozenset({"failed", "cancelled"})
+
 
 def check_move(from_state: str, to_state: str) -> None:
     if (from_state, to_state) not in MOVES:
         raise InvalidTransition(f"A call cannot go from {from_state} to {to_state}.")
 
 
-def check_settlement(from_state: str, outcome: str, *, permission_refused: bool = False) -> None:
+def settled_outcome(from_state: str, outcome: str, *, permission_refused: bool) -> str:
+    """The outcome a settlement records for ``outcome`` asked from ``from_state``: ``denied``
+    for a refused call that fails or is cancelled (from any state), else ``outcome`` itself.
+    ``InvalidTransition`` when the call cannot settle so from that state."""
     allowed = SETTLEMENTS.get(outcome)
     if allowed is None:
         raise InvalidTransition(f"Unknown outcome {outcome!r}.")
-    # A call that fails after the user refused its permission reads denied, from any state.
-    if outcome == "denied" and permission_refused:
-        return
+    if permission_refused and outcome in REFUSED_READS_DENIED | {"denied"}:
+        return "denied"
     if from_state not in allowed:
         raise InvalidTransition(f"A call cannot settle {outcome} from {from_state}.")
+    return outcome
 
 
 def call_move(
@@ -61,18 +68,3 @@ def call_move(
     return ToolCall.objects.filter(pk=call_id, state=from_state, generation=generation).update(
         state=to_state, **fields
     )
-
-
-def refuse_lost_move(call_id: UUID | str, to_state: str) -> None:
-    """Explain a compare-and-set that changed nothing."""
-    current = ToolCall.objects.filter(pk=call_id).values_list("state", flat=True).first()
-    if current is None:
-        raise InvalidTransition("The call has already settled.")
-    raise InvalidTransition(f"A call cannot go from {current} to {to_state}.")
-
-
-def require_call(call_id: UUID | str) -> ToolCall:
-    try:
-        return ToolCall.objects.get(pk=call_id)
-    except (ToolCall.DoesNotExist, ValueError) as exc:
-        raise NotFound("Tool call not found.") from exc

@@ -1,76 +1,45 @@
-"""Turns: closing one with ``turn_ended``, cancelling and ending (spec lifecycle.md, "Turns")."""
+"""Turn rows: opening one, closing one with ``turn_ended``, finding the open one.
+
+Settling what a turn leaves open (turn cancel, turn end) follows the Cancel rules and lives
+beside them in ``cancel.py``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
-from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
-from ..errors import NotFound
-from ..models import ConversationEvent, ToolCall, Turn
-from .calls import turn_changed
-from .events import conversation_lock, event_append
-from .publish import Message, publish_on_commit
-
-END_REASONS = ("completed", "stopped", "command")
+from ..models import ConversationEvent, Turn
+from .events import event_append
+from .publish import publish_turn_changed
 
 
-def turn_close(*, turn: Turn, reason: str, messages: list[Message]) -> ConversationEvent:
-    """Append ``turn_ended`` and mark the turn ended. Called in a transaction, nothing open."""
-    event = event_append(
-        conversation_id=turn.conversation_id,
-        type=ConversationEvent.Type.TURN_ENDED,
-        payload={"turnId": str(turn.id), "reason": reason},
-        turn_id=turn.id,
-        messages=messages,
-    )
-    Turn.objects.filter(pk=turn.pk).update(
+def turn_open_find(conversation_id: Any) -> Turn | None:
+    """The conversation's open turn, if any."""
+    return Turn.objects.filter(conversation_id=conversation_id, status=Turn.Status.OPEN).first()
+
+
+def turn_create(*, conversation_id: Any, **fields: Any) -> Turn:
+    """A new open turn numbered after the last one. Called with the conversation locked."""
+    last = Turn.objects.filter(conversation_id=conversation_id).aggregate(m=Max("ordinal"))["m"]
+    return Turn.objects.create(conversation_id=conversation_id, ordinal=(last or 0) + 1, **fields)
+
+
+def turn_close(*, conversation_id: Any, turn_id: Any, reason: str) -> ConversationEvent | None:
+    """End the turn if it is open: mark it ended and append its ``turn_ended``; None when it
+    was not open. Called with the conversation locked, when nothing of the turn is open."""
+    closed = Turn.objects.filter(pk=turn_id, status=Turn.Status.OPEN).update(
         status=Turn.Status.ENDED, ended_at=timezone.now(), end_reason=reason
     )
-    turn_changed(turn.id, messages)
+    if not closed:
+        return None
+    event = event_append(
+        conversation_id=conversation_id,
+        type=ConversationEvent.Type.TURN_ENDED,
+        payload={"turnId": str(turn_id), "reason": reason},
+        turn_id=turn_id,
+    )
+    publish_turn_changed(turn_id)
     return event
-
-
-def require_turn(conversation_id: UUID | str, turn_id: UUID | str) -> Turn:
-    try:
-        return Turn.objects.get(pk=turn_id, conversation_id=conversation_id)
-    except (Turn.DoesNotExist, ValueError) as exc:
-        raise NotFound("Turn not found.") from exc
-
-
-def turn_cancel(*, conversation_id: UUID | str, turn_id: UUID | str) -> dict[str, Any]:
-    """Settle every open call of the turn by the Cancel rules; the turn stays open (a command's
-    turn too: ending it is the client's ``turn_end``)."""
-    from .cancel import call_cancel
-
-    turn = require_turn(conversation_id, turn_id)
-    results = []
-    for call_id in (
-        ToolCall.objects.filter(turn_id=turn.pk).order_by("created_at").values_list("id", flat=True)
-    ):
-        answer = call_cancel(call_id=call_id, close_command_turn=False)
-        results.append({"toolCallId": str(call_id), "outcome": answer["outcome"]})
-    return {"turnId": str(turn.id), "results": results}
-
-
-def turn_end(
-    *, conversation_id: UUID | str, turn_id: UUID | str, reason: str = "completed"
-) -> dict[str, Any]:
-    """Settle what is open (Cancel rules), then append one ``turn_ended``; again: nothing."""
-    turn = require_turn(conversation_id, turn_id)
-    while turn.status == Turn.Status.OPEN:
-        turn_cancel(conversation_id=conversation_id, turn_id=turn_id)
-        messages: list[Message] = []
-        with transaction.atomic():
-            conversation_lock(conversation_id)
-            turn = Turn.objects.get(pk=turn.pk)
-            if turn.status != Turn.Status.OPEN:
-                break
-            if ToolCall.objects.filter(turn_id=turn.pk).exists():
-                continue  # a call appeared meanwhile: cancel it too
-            turn_close(turn=turn, reason=reason, messages=messages)
-            publish_on_commit(messages)
-            break
-    return {"turnId": str(turn.id), "status": "ended"}

@@ -9,8 +9,8 @@ from conversations.errors import Forbidden, NotAwaiting, ResolutionConflict, Val
 from conversations.fields import dumps
 from conversations.models import ConversationEvent, ToolActivity, ToolCall
 from conversations.services.interactions import call_resolve
+from conversations.services.recovery import recover_call
 from tools.models import PermissionRule
-from tools.recovery import recover_call
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -220,9 +220,9 @@ def test_ask_user_after_an_approval_gets_its_input_slot(user):
 
 def test_an_ask_user_left_ready_by_a_crash_is_run_by_recovery(user, monkeypatch):
     from conversations.services import supervision
-    from tools.recovery import recover_all
+    from conversations.services.recovery import recover_all
 
-    monkeypatch.setattr(supervision, "run_inline", lambda **kwargs: False)  # "crashed" here
+    monkeypatch.setattr(supervision, "call_ready_run", lambda **kwargs: False)  # "crashed" here
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(
@@ -230,8 +230,106 @@ def test_an_ask_user_left_ready_by_a_crash_is_run_by_recovery(user, monkeypatch)
     ).call_ids
     assert ToolCall.objects.get(pk=call_id).state == "ready"
     actions = recover_all()
-    assert [a.action for a in actions if a.tool_call_id == str(call_id)] == [
-        "handler run (no process needed)"
-    ]
+    assert [a.action for a in actions if a.tool_call_id == str(call_id)] == ["handed to its runner"]
     assert ToolCall.objects.get(pk=call_id).state == "awaiting_input"
     assert recover_all() == []  # nothing left to do
+
+
+def _race(*actions):
+    """Run ``actions`` at the same moment, each in its own thread and connection; their
+    results (or the domain errors they raised), in order."""
+    import threading
+
+    from django.db import connections
+
+    from conversations.errors import DomainError
+
+    start = threading.Barrier(len(actions))
+    results: list = [None] * len(actions)
+
+    def run(i, action):
+        try:
+            start.wait()
+            results[i] = action()
+        except DomainError as exc:
+            results[i] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(actions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind", ["deny", "input"])
+def test_a_resolution_racing_a_cancel_either_decides_or_leaves_no_trace(runner, kind):
+    """Whoever wins, the response is coherent: the resolution's outcome with the resolution,
+    or ``cancelled`` without it while the resolver gets ``not_awaiting``. Never a
+    ``stale_claim``, never a cancelled response carrying the losing resolution."""
+    from conversations.services.cancel import call_cancel
+
+    rounds = 20
+    seen = set()
+    for n in range(rounds):
+        conversation = new_conversation(runner)
+        turn_id = open_turn(conversation)
+        if kind == "deny":
+            tool = ("bash", {"command": f"rm -rf build{n}"})
+            resolution = DENY
+            decided = "denied"
+        else:
+            tool = ("ask_user", {"questions": QUESTION})
+            resolution = {"kind": "input", "value": {"answers": {"go": "yes"}}}
+            decided = "completed"
+        (call_id,) = assistant_calls(conversation, turn_id, tool).call_ids
+        resolved, cancelled = _race(
+            lambda call_id=call_id, resolution=resolution, n=n: call_resolve(
+                call_id=call_id, user=runner, request_id=f"r{n}", resolution=resolution
+            ),
+            lambda call_id=call_id: call_cancel(call_id=call_id),
+        )
+        payload = ConversationEvent.objects.get(tool_call_id=call_id).payload
+        if payload["outcome"] == decided:
+            seen.add("resolution won")
+            assert resolved["requestId"] == f"r{n}"
+            assert payload["resolution"] == resolution
+            assert payload["resolutionRequestId"] == f"r{n}"
+            assert cancelled == {"outcome": decided, "alreadySettled": True}
+        else:
+            seen.add("cancel won")
+            assert payload["outcome"] == "cancelled"
+            assert isinstance(resolved, NotAwaiting), resolved
+            assert (payload["resolution"], payload["resolutionRequestId"]) == (None, None)
+            assert payload["resolvedBy"] is None
+            assert cancelled == {"outcome": "cancelled", "alreadySettled": False}
+            # The same request again answers the same refusal: nothing was recorded.
+            with pytest.raises(NotAwaiting):
+                call_resolve(
+                    call_id=call_id, user=runner, request_id=f"r{n}", resolution=resolution
+                )
+    assert seen  # every round ended one of the two coherent ways
+
+
+def test_a_cancel_after_a_recorded_but_unapplied_resolution_drops_it(runner):
+    """A crash between recording and applying leaves the resolution on the row; a cancel that
+    comes first settles without it: it decided nothing."""
+    from conversations.services.cancel import call_cancel
+
+    _, call_id = _bash(runner, "rm -rf build")
+    ToolCall.objects.filter(pk=call_id).update(
+        resolution=DENY, resolution_request_id="r1", resolved_by=runner
+    )
+    assert call_cancel(call_id=call_id) == {"outcome": "cancelled", "alreadySettled": False}
+    payload = ConversationEvent.objects.get(tool_call_id=call_id).payload
+    assert (payload["resolution"], payload["resolutionRequestId"], payload["resolvedBy"]) == (
+        None,
+        None,
+        None,
+    )
+    assert payload["interaction"]["kind"] == "approval"  # the question asked stays
+    with pytest.raises(NotAwaiting):
+        call_resolve(call_id=call_id, user=runner, request_id="r1", resolution=DENY)

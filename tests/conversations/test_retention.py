@@ -10,11 +10,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from conversations.models import Conversation
+from conversations.services.cancel import turn_end
 from conversations.services.claims import claim_acquire
+from conversations.services.recovery import recover_call
 from conversations.services.settlement import ClaimGuard, call_settle
-from conversations.services.turns import turn_end
 from conversations.storage import attempt_dir, conversation_dir
-from tools.recovery import recover_call
 
 from .helpers import assistant_calls, new_conversation, open_turn
 

@@ -12,10 +12,10 @@ from django.db import connections
 from conversations.errors import InvalidTransition, StaleClaim
 from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from conversations.services.claims import claim_acquire
+from conversations.services.recovery import recover_call
 from conversations.services.settlement import ClaimGuard, GenerationGuard, call_settle
 from conversations.storage import absolute_from_data, attempt_dir
 from projections.fold import status_for_state
-from tools.recovery import recover_call
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -100,7 +100,8 @@ def test_exception_inside_the_transaction_leaves_the_row_unfinished(user):
     guard = ClaimGuard(claim.token, claim.generation)
     with (
         mock.patch(
-            "conversations.services.settlement.call_removed", side_effect=RuntimeError("crash")
+            "conversations.services.settlement.publish_call_removed",
+            side_effect=RuntimeError("crash"),
         ),
         pytest.raises(RuntimeError),
     ):
@@ -238,7 +239,7 @@ def test_an_activity_update_between_read_and_commit_is_folded_again_not_lost(use
     from django.db import transaction
 
     from conversations.services import settlement
-    from conversations.services.activity import activity_apply
+    from conversations.services.activity import activity_fold
 
     conversation, call_id = _ready_host_call(user)
     claim = claim_acquire(call_id=call_id, worker="w1")
@@ -249,10 +250,9 @@ def test_an_activity_update_between_read_and_commit_is_folded_again_not_lost(use
     def load_then_live_update(cid):
         call = load(cid)
         with transaction.atomic():  # another writer, after our read
-            activity_apply(
+            activity_fold(
                 tool_call_id=cid,
                 update={"toolCallId": str(cid), "turnId": turn_id, "title": "renamed meanwhile"},
-                messages=[],
             )
         return call
 

@@ -14,7 +14,7 @@ from conversations.services.transitions import (
     SETTLEMENTS,
     call_move,
     check_move,
-    check_settlement,
+    settled_outcome,
 )
 
 from .helpers import assistant_calls, new_conversation, open_turn
@@ -64,15 +64,21 @@ def test_every_move_outside_the_table_is_refused(pair):
 def test_every_settlement_outside_the_table_is_refused(pair):
     state, outcome = pair
     if pair in ALLOWED_SETTLEMENTS:
-        check_settlement(state, outcome)
+        assert settled_outcome(state, outcome, permission_refused=False) == outcome
     else:
         with pytest.raises(InvalidTransition):
-            check_settlement(state, outcome)
+            settled_outcome(state, outcome, permission_refused=False)
 
 
-def test_a_call_refused_by_the_user_reads_denied_from_any_state():
+@pytest.mark.parametrize("outcome", ["denied", "failed", "cancelled"])
+def test_a_call_refused_by_the_user_reads_denied_from_any_state(outcome):
     for state in UNFINISHED_STATES:
-        check_settlement(state, "denied", permission_refused=True)
+        assert settled_outcome(state, outcome, permission_refused=True) == "denied"
+
+
+def test_a_refused_call_keeps_the_other_outcomes():
+    assert settled_outcome("running", "completed", permission_refused=True) == "completed"
+    assert settled_outcome("running", "indeterminate", permission_refused=True) == "indeterminate"
 
 
 @pytest.mark.django_db

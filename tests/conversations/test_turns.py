@@ -6,12 +6,11 @@ import pytest
 
 from conversations.errors import CommandConflict, MessageConflict, NotFound, TurnNotOpen, TurnOpen
 from conversations.models import Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
-from conversations.services.cancel import call_cancel
+from conversations.services.cancel import call_cancel, turn_cancel, turn_end
 from conversations.services.claims import claim_acquire
 from conversations.services.conversations import conversation_delete
 from conversations.services.messages import command_post, message_post
 from conversations.services.settlement import ClaimGuard, call_settle
-from conversations.services.turns import turn_cancel, turn_end
 from conversations.storage import conversation_dir
 
 from .helpers import assistant_calls, new_conversation, open_turn
@@ -185,13 +184,22 @@ def test_deleting_a_conversation_cancels_then_removes_everything(user):
         conversation_delete(conversation_id=conversation.pk)
 
 
-def test_cancelling_a_command_turn_leaves_it_open_and_ending_it_keeps_the_reason(user):
+def test_cancelling_a_command_turn_ends_it_with_reason_command(user):
+    """A command's turn is its one call: it ends when the call settles, whatever settled it;
+    ending it afterwards appends nothing more."""
     conversation = new_conversation(user)
     posted = command_post(conversation_id=conversation.pk, input_id="in1", command="sleep 100")
     turn_id = posted.body["turnId"]
     answer = turn_cancel(conversation_id=conversation.pk, turn_id=turn_id)
     assert answer["results"] == [{"toolCallId": str(posted.call_ids[0]), "outcome": "cancelled"}]
-    assert Turn.objects.get(pk=turn_id).status == "open"
-    turn_end(conversation_id=conversation.pk, turn_id=turn_id, reason="stopped")
+    turn = Turn.objects.get(pk=turn_id)
+    assert (turn.status, turn.end_reason) == ("ended", "command")
+    assert turn_end(conversation_id=conversation.pk, turn_id=turn_id, reason="stopped") == {
+        "turnId": turn_id,
+        "status": "ended",
+    }
     ended = ConversationEvent.objects.get(conversation=conversation, type="turn_ended")
-    assert ended.payload == {"turnId": turn_id, "reason": "stopped"}
+    assert ended.payload == {"turnId": turn_id, "reason": "command"}
+    response = ConversationEvent.objects.get(conversation=conversation, type="tool_call_response")
+    assert response.sequence < ended.sequence
+    assert response.payload["includeInContext"] is True

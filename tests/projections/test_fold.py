@@ -17,7 +17,7 @@ from projections.fold import (
     status_for_state,
     validate_tool_update,
 )
-from projections.wire import bound_tool_output
+from projections.tool_output import bound_tool_output
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "fold.json").read_text("utf-8"))
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

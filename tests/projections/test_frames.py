@@ -20,7 +20,8 @@ from projections.frames import (
     frame_page,
     replay_page,
 )
-from projections.wire import bound_tool_output, json_size, shrink_tool_output
+from projections.json_cost import json_size
+from projections.tool_output import bound_tool_output, shrink_tool_output
 
 PAYLOAD_KEYS = ("input", "inputOmitted", "output")
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from projections import tracker as tracker_module
 from projections.fold import apply_tool_update, validate_tool_update
+from projections.tool_output import bound_tool_output
 from projections.tracker import EMPTY_SHA1, ToolCallTracker, track_append, track_replace
-from projections.wire import bound_tool_output
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 IDS = {"toolCallId": "c1", "turnId": "t1"}

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools import logpages
-from tools.logpages import (
+from projections import logpages
+from projections.logpages import (
     DEFAULT_LIMIT,
     LINE_KEEP_BYTES,
     LINE_MAX_BYTES,

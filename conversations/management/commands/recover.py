@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from tools.recovery import recover_all
+from conversations.services.recovery import recover_all
 
 
 class Command(BaseCommand):

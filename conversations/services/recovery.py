@@ -1,0 +1,140 @@
+"""Recovery: what a crash or an expired claim left behind is moved on
+(docs/subsystems/claims-and-recovery.md).
+
+Runs at worker start and every lease period; ``python manage.py recover`` runs it once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+
+from projections.fold import status_for_state
+from tools.catalog import tool_spec
+
+from ..errors import DomainError
+from ..models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from ..shapes import iso
+from . import publish
+from .activity import activity_fold
+from .calls import call_moved
+from .cancel import INDETERMINATE_REASON
+from .interactions import resolution_apply
+from .runners import call_ready_run, runner_tools
+from .settlement import GenerationGuard, call_settle
+from .supervision import call_supervise
+from .transitions import check_move
+
+S = ToolCall.State
+
+
+@dataclass(frozen=True)
+class Action:
+    tool_call_id: str
+    action: str
+
+    def __str__(self) -> str:
+        return f"{self.tool_call_id}: {self.action}"
+
+
+def _expired_claim(call: ToolCall) -> bool:
+    claim = ExecutionClaim.objects.filter(call_id=call.pk).first()
+    return claim is None or claim.expires_at <= timezone.now()
+
+
+def _requeue(call: ToolCall) -> bool:
+    """``running → ready`` with ``attempt + 1`` and the claim removed: the call row, then its
+    claim, the lock order of every writer."""
+    check_move(S.RUNNING, S.READY)
+    with publish.atomic():
+        moved = ToolCall.objects.filter(
+            pk=call.pk, state=S.RUNNING, generation=call.generation
+        ).update(state=S.READY, attempt=F("attempt") + 1)
+        if not moved:
+            return False
+        ExecutionClaim.objects.filter(call_id=call.pk).delete()
+        call_moved(call, "pending")
+    return True
+
+
+def _recover_running(call: ToolCall) -> Action | None:
+    guard = GenerationGuard(call.generation)
+    if not tool_spec(call.tool_name).replay_safe:
+        call_settle(
+            call_id=call.pk, outcome="indeterminate", guard=guard, reason=INDETERMINATE_REASON
+        )
+        return Action(str(call.pk), "settled indeterminate (claim expired)")
+    if call.attempt >= settings.TOOLCORE_MAX_ATTEMPTS:
+        reason = f"Gave up after {call.attempt} attempts: the claim expired each time."
+        call_settle(call_id=call.pk, outcome="failed", guard=guard, reason=reason)
+        return Action(str(call.pk), "settled failed (attempts exhausted)")
+    next_attempt = call.attempt + 1
+    if _requeue(call):
+        return Action(str(call.pk), f"back to ready (attempt {next_attempt})")
+    return None
+
+
+def recover_call(*, call_id: UUID | str, force: bool = False) -> Action | None:
+    """Recover one call; ``force`` treats a running call's claim as expired (admin release)."""
+    call = ToolCall.objects.filter(pk=call_id).first()
+    if call is None:
+        return None
+    try:
+        if call.state == S.RUNNING and (force or _expired_claim(call)):
+            return _recover_running(call)
+        if call.state in (S.AWAITING_APPROVAL, S.AWAITING_INPUT) and call.resolution is not None:
+            result = resolution_apply(call_id=call.pk)
+            if result:
+                return Action(str(call.pk), f"resolution applied again ({result})")
+        elif call.state == S.SUPERVISING:
+            result = call_supervise(call_id=call.pk)
+            if result:
+                return Action(str(call.pk), f"supervised ({result})")
+        elif call.state == S.READY and call_ready_run(call_id=call.pk, tool_name=call.tool_name):
+            return Action(str(call.pk), "handed to its runner")
+    except DomainError:
+        return None  # someone else moved it meanwhile: nothing to do
+    return None
+
+
+def _finish_orphan_activities() -> list[Action]:
+    """Activities left unfinished whose call is gone: the outcome of its response, or
+    ``cancelled`` when there is none."""
+    actions = []
+    live = ToolCall.objects.values("id")
+    orphans = ToolActivity.objects.filter(is_final=False).exclude(tool_call_id__in=live)
+    for activity in orphans.iterator():
+        payload = (
+            ConversationEvent.objects.filter(tool_call_id=activity.tool_call_id)
+            .values_list("payload", flat=True)
+            .first()
+        )
+        status = status_for_state(payload["outcome"] if payload else "cancelled")
+        update = {
+            "toolCallId": str(activity.tool_call_id),
+            "turnId": str(activity.turn_id),
+            "status": status,
+            "finishedAt": iso(timezone.now()),
+        }
+        with publish.atomic():
+            activity_fold(tool_call_id=activity.tool_call_id, update=update)
+        actions.append(Action(str(activity.tool_call_id), f"activity finished ({status})"))
+    return actions
+
+
+def recover_all() -> list[Action]:
+    """One sweep over every unfinished call and every activity left unfinished."""
+    actions = []
+    pending = ToolCall.objects.exclude(state=S.READY) | ToolCall.objects.filter(
+        state=S.READY, tool_name__in=list(runner_tools())
+    )
+    for call_id in pending.values_list("id", flat=True):
+        action = recover_call(call_id=call_id)
+        if action is not None:
+            actions.append(action)
+    actions.extend(_finish_orphan_activities())
+    return actions

@@ -1,0 +1,212 @@
+"""PostgreSQL's SQL: one statement wherever a write takes several steps.
+
+Lock order, as every writer takes them: the conversation row (sequence), then the call row,
+then its claim. A step that finds nothing to do stops the statement's later steps, so a refused
+guard takes no sequence and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+from django.db.models import QuerySet
+
+from ..errors import StaleClaim
+from ..models import ConversationEvent, ToolCall
+from .common import (
+    ACTIVITY,
+    ASSETS,
+    CALLS,
+    CLAIMS,
+    CONVERSATIONS,
+    EVENTS,
+    GUARD_LOST,
+    AssetRow,
+    FoldWrite,
+    SettledRow,
+    SettlingCall,
+    maybe_uuid,
+)
+
+_EVENT_COLUMNS = (
+    "conversation_id, type, turn_id, tool_call_id, message_id, payload, created_at, sequence"
+)
+# The UPDATE takes the sequence and locks the conversation row; the INSERT uses it.
+_EVENT_INSERT = (
+    f"WITH s AS (UPDATE {CONVERSATIONS} SET last_sequence = last_sequence + 1, "
+    f"updated_at = %(now)s WHERE id = %(conversation)s::uuid RETURNING last_sequence) "
+    f"INSERT INTO {EVENTS} ({_EVENT_COLUMNS}) SELECT %(conversation)s::uuid, %(type)s, "
+    f"%(turn)s::uuid, %(call)s::uuid, %(message)s::text, %(payload)s::json, "
+    f"%(now)s::timestamptz, s.last_sequence FROM s RETURNING id, sequence"
+)
+
+
+def event_insert(
+    *,
+    conversation_id: Any,
+    type: str,
+    payload_text: str,
+    turn_id: Any,
+    tool_call_id: Any,
+    message_id: str | None,
+    now: Any,
+) -> tuple[int, int] | None:
+    """Take the conversation's next sequence and insert the event in one statement:
+    ``(id, sequence)``, or None when the conversation does not exist."""
+    params = {
+        "conversation": conversation_id,
+        "type": type,
+        "turn": turn_id,
+        "call": tool_call_id,
+        "message": message_id,
+        "payload": payload_text,
+        "now": now,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_EVENT_INSERT, params)
+        row = cursor.fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def _settle_sql(held: bool, n_assets: int, fold: bool) -> str:
+    # Held: the row goes only while the claim (token, generation) is still the caller's.
+    claim_guard = (
+        f"AND EXISTS (SELECT 1 FROM {CLAIMS} WHERE call_id = %(call)s AND token = %(token)s "
+        f"AND generation = %(generation)s)"
+        if held
+        else ""
+    )
+    parts = [
+        f"conv AS (SELECT id FROM {CONVERSATIONS} WHERE id = %(conversation)s FOR UPDATE)",
+        f"gone AS (DELETE FROM {CALLS} WHERE id = %(call)s AND generation = %(generation)s "
+        f"AND state = %(state)s AND EXISTS (SELECT 1 FROM conv) {claim_guard} RETURNING id)",
+        # Reads gone, so the claim row is locked after the call row, as every writer does.
+        f"claim AS (DELETE FROM {CLAIMS} WHERE call_id IN (SELECT id FROM gone))",
+        f"seq AS (UPDATE {CONVERSATIONS} SET last_sequence = last_sequence + 1, "
+        f"updated_at = %(now)s WHERE id = %(conversation)s AND EXISTS (SELECT 1 FROM gone) "
+        f"RETURNING last_sequence)",
+        f"ev AS (INSERT INTO {EVENTS} ({_EVENT_COLUMNS}) SELECT %(conversation)s, %(type)s, "
+        f"%(turn)s, %(call)s, NULL, %(payload)s::json, %(now)s, last_sequence FROM seq "
+        f"RETURNING id, sequence)",
+    ]
+    if n_assets:
+        rows = ", ".join(
+            f"(%(a{i}_id)s::uuid, %(a{i}_kind)s::text, %(a{i}_path)s::text, %(a{i}_size)s::bigint, "
+            f"%(a{i}_sha256)s::text, %(a{i}_media_type)s::text, %(a{i}_truncated)s::boolean)"
+            for i in range(n_assets)
+        )
+        parts.append(
+            f"assets AS (INSERT INTO {ASSETS} (id, conversation_id, tool_call_id, event_id, "
+            f"kind, path, size, sha256, media_type, truncated, created_at) "
+            f"SELECT v.id, %(conversation)s, %(call)s, ev.id, v.kind, v.path, v.size, v.sha256, "
+            f"v.media_type, v.truncated, %(now)s FROM ev CROSS JOIN (VALUES {rows}) "
+            f"AS v (id, kind, path, size, sha256, media_type, truncated))"
+        )
+    if fold:
+        parts.append(
+            f"act AS (UPDATE {ACTIVITY} SET rev = rev + 1, state_json = %(state_json)s::json, "
+            f"payload_json = %(payload_json)s::json, payload_bytes = %(payload_bytes)s, "
+            f"is_final = %(is_final)s, updated_at = %(now)s WHERE tool_call_id = %(call)s "
+            f"AND rev = %(rev)s AND EXISTS (SELECT 1 FROM ev) RETURNING rev)"
+        )
+    written = "EXISTS (SELECT 1 FROM act)" if fold else "false"
+    return f"WITH {', '.join(parts)} SELECT ev.id, ev.sequence, {written} FROM ev"
+
+
+_SETTLE_SQL: dict[tuple[bool, int, bool], str] = {}
+
+
+def settlement_write(
+    call: SettlingCall,
+    *,
+    token: Any,
+    generation: int,
+    state: str,
+    payload_text: str,
+    now: Any,
+    assets: list[AssetRow],
+    fold: FoldWrite | None,
+) -> SettledRow:
+    """The settlement transaction's body as one statement (inside the caller's transaction):
+    lock the conversation, delete the row (only in ``state`` at ``generation``, and, when
+    ``token`` is given, while that claim holds it) and its claim, append the
+    ``tool_call_response``, insert its assets, compare-and-set the activity with ``fold``.
+    ``StaleClaim`` when the guard refused (nothing was written)."""
+    held = token is not None
+    key = (held, len(assets), fold is not None)
+    sql = _SETTLE_SQL.get(key)
+    if sql is None:
+        sql = _SETTLE_SQL[key] = _settle_sql(*key)
+    params: dict[str, Any] = {
+        "conversation": call.conversation_id,
+        "call": call.id,
+        "turn": call.turn_id,
+        "generation": generation,
+        "state": state,
+        "type": ConversationEvent.Type.TOOL_CALL_RESPONSE.value,
+        "payload": payload_text,
+        "now": now,
+    }
+    if held:
+        params["token"] = maybe_uuid(token)
+    for i, asset in enumerate(assets):
+        params.update(
+            {
+                f"a{i}_id": asset.id,
+                f"a{i}_kind": asset.kind,
+                f"a{i}_path": asset.path,
+                f"a{i}_size": asset.size,
+                f"a{i}_sha256": asset.sha256,
+                f"a{i}_media_type": asset.media_type,
+                f"a{i}_truncated": asset.truncated,
+            }
+        )
+    if fold is not None:
+        params.update(
+            state_json=fold.state_json,
+            payload_json=fold.payload_json,
+            payload_bytes=fold.payload_bytes,
+            is_final=fold.is_final,
+            rev=fold.rev,
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise StaleClaim(GUARD_LOST)
+    return SettledRow(event_id=row[0], sequence=row[1], activity_written=bool(row[2]))
+
+
+_TIME = (
+    "to_char(date_trunc('milliseconds', e.created_at AT TIME ZONE 'UTC'), "
+    '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\')'
+)
+# The owner check, the head and the page in one statement; the page is a LATERAL subquery so a
+# conversation without events still answers its head. Payloads stay text: no JSON decoding.
+_REPLAY = (
+    f"SELECT c.last_sequence, e.sequence, e.type, e.turn_id::text, e.tool_call_id::text, "
+    f"e.payload::text, {_TIME} "
+    f"FROM {CONVERSATIONS} c LEFT JOIN LATERAL (SELECT * FROM {EVENTS} x "
+    f"WHERE x.conversation_id = c.id AND x.sequence > %s AND x.sequence <= c.last_sequence "
+    f"ORDER BY x.sequence LIMIT %s) e ON true WHERE c.id = %s AND c.owner_id = %s "
+    f"ORDER BY e.sequence"
+)
+
+
+def replay_rows(
+    *, conversation_id: Any, owner_id: Any, after: int, limit: int
+) -> tuple[int, list[tuple]] | None:
+    """The head and up to ``limit`` events after ``after`` as ``(sequence, type, turn id,
+    call id, payload text, created-at text)``; None when the owner has no such conversation."""
+    with connection.cursor() as cursor:
+        cursor.execute(_REPLAY, [after, limit, conversation_id, owner_id])
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    return rows[0][0], [row[1:] for row in rows if row[1] is not None]
+
+
+def ready_candidates(calls: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+    """``calls`` locked for a claim, skipping rows another claimer holds."""
+    return calls.select_for_update(skip_locked=True, of=("self",))

@@ -1,0 +1,120 @@
+"""Recovery: expired claims, attempts, recorded resolutions, and activities left unfinished."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from conversations.models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from conversations.services.claims import claim_acquire
+from conversations.services.recovery import recover_all, recover_call
+from conversations.services.settlement import ClaimGuard, call_settle
+
+from .helpers import assistant_calls, new_conversation, open_turn
+
+pytestmark = pytest.mark.django_db
+
+
+def _running(user, tool_name: str, arguments: dict):
+    """A call of ``tool_name`` claimed by a worker whose lease has run out."""
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, (tool_name, arguments)).call_ids
+    claim = claim_acquire(call_id=call_id, worker="w-dead")
+    assert claim is not None
+    ExecutionClaim.objects.filter(call_id=call_id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    return call_id, claim
+
+
+def _response(call_id) -> dict:
+    return ConversationEvent.objects.get(tool_call_id=call_id).payload
+
+
+def test_a_replay_safe_call_goes_back_to_ready_with_the_next_attempt(user):
+    call_id, claim = _running(user, "ls", {})
+    action = recover_call(call_id=call_id)
+    assert str(action) == f"{call_id}: back to ready (attempt 2)"
+    call = ToolCall.objects.get(pk=call_id)
+    assert (call.state, call.attempt, call.generation) == ("ready", 2, claim.generation)
+    assert not ExecutionClaim.objects.filter(call_id=call_id).exists()
+    activity = ToolActivity.objects.get(tool_call_id=call_id)
+    assert activity.state_json["status"] == "pending"
+
+
+def test_a_live_claim_is_left_alone(user):
+    call_id, _ = _running(user, "ls", {})
+    ExecutionClaim.objects.filter(call_id=call_id).update(
+        expires_at=timezone.now() + timedelta(seconds=30)
+    )
+    assert recover_call(call_id=call_id) is None
+    assert ToolCall.objects.get(pk=call_id).state == "running"
+
+
+def test_after_max_attempts_a_replay_safe_call_settles_failed(user, settings):
+    settings.TOOLCORE_MAX_ATTEMPTS = 2
+    call_id, _ = _running(user, "ls", {})
+    assert str(recover_call(call_id=call_id)).endswith("back to ready (attempt 2)")
+    claim_acquire(call_id=call_id, worker="w-dead-again")
+    ExecutionClaim.objects.filter(call_id=call_id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    action = recover_call(call_id=call_id)
+    assert str(action) == f"{call_id}: settled failed (attempts exhausted)"
+    payload = _response(call_id)
+    assert payload["outcome"] == "failed"
+    assert payload["attempts"] == 2
+    assert "Gave up after 2 attempts" in payload["modelContent"][0]["text"]
+
+
+def test_a_call_that_is_not_replay_safe_settles_indeterminate(user):
+    call_id, _ = _running(user, "notes_lookup", {"q": "x"})  # a host tool: never replayed
+    action = recover_call(call_id=call_id)
+    assert str(action) == f"{call_id}: settled indeterminate (claim expired)"
+    assert _response(call_id)["outcome"] == "indeterminate"
+
+
+def test_the_holder_of_an_expired_claim_loses_to_recovery(user):
+    call_id, claim = _running(user, "notes_lookup", {"q": "x"})
+    recover_call(call_id=call_id)
+    from conversations.errors import StaleClaim
+
+    with pytest.raises(StaleClaim):
+        call_settle(
+            call_id=call_id,
+            outcome="completed",
+            guard=ClaimGuard(claim.token, claim.generation),
+            text="late",
+        )
+    assert _response(call_id)["outcome"] == "indeterminate"
+
+
+def test_an_unfinished_activity_of_a_settled_call_takes_its_responses_outcome(user):
+    call_id, claim = _running(user, "notes_lookup", {"q": "x"})
+    call_settle(
+        call_id=call_id,
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        text="done",
+    )
+    # A crash after the commit and before the activity's final state (written by an older
+    # release, or by hand): the sweep finishes it from the response.
+    ToolActivity.objects.filter(tool_call_id=call_id).update(
+        is_final=False, state_json={"status": "in_progress", "toolCallId": str(call_id)}
+    )
+    actions = [a for a in recover_all() if a.tool_call_id == str(call_id)]
+    assert [a.action for a in actions] == ["activity finished (completed)"]
+    activity = ToolActivity.objects.get(tool_call_id=call_id)
+    assert activity.is_final and activity.state_json["status"] == "completed"
+    assert recover_all() == []
+
+
+def test_an_unfinished_activity_without_call_or_response_reads_cancelled(user):
+    call_id, _ = _running(user, "notes_lookup", {"q": "x"})
+    ToolCall.objects.filter(pk=call_id).delete()  # gone without a response (a lost row)
+    actions = [a for a in recover_all() if a.tool_call_id == str(call_id)]
+    assert [a.action for a in actions] == ["activity finished (cancelled)"]
+    assert ToolActivity.objects.get(tool_call_id=call_id).state_json["status"] == "cancelled"
