@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Development: DEBUG on (the development secret key, any host, the demo user and token).
 run: $(STAMP)
-	$(BIN)/python manage.py migrate --no-input
-	$(BIN)/python manage.py seed_demo
+	DEBUG=1 $(BIN)/python manage.py migrate --no-input
+	DEBUG=1 $(BIN)/python manage.py seed_demo
 	@echo "Toolcore on http://$(HOST):$(PORT)/  (admin: /admin/, API docs: /api/v1/docs)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	DEBUG=1 $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

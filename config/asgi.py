@@ -8,7 +8,11 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
+from config.startup import database_check  # noqa: E402
+
 django_application = get_asgi_application()
+# Once per process: a database that does not answer stops daphne here, not at the first request.
+database_check()
 
 application = ProtocolTypeRouter(
     {

@@ -3,34 +3,55 @@
 Nothing set: SQLite in ``./data`` (WAL, IMMEDIATE transactions) and the in-memory channel
 layer, so a newcomer needs nothing else. ``DATABASE_URL`` and ``REDIS_URL`` switch to
 PostgreSQL (psycopg 3 with a pool) and Redis for team deployments.
+
+A variable that cannot be used stops the process while this module is imported, which every entry
+point does first (``manage.py``, daphne, ``django.setup()``): one line on stderr naming the
+variable and the cause, exit status 1, no traceback. ``DEBUG`` is off unless set; with it off, a
+real ``SECRET_KEY`` and a non-empty ``ALLOWED_HOSTS`` are required.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+from typing import NoReturn
+from urllib.parse import urlsplit
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+def _refuse(name: str, cause: str) -> NoReturn:
+    """Stop the process with one line naming the variable (SystemExit prints no traceback)."""
+    raise SystemExit(f"{name}: {cause}")
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
 def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
+    if raw.lower() in _TRUE | _FALSE:
+        return raw.lower() in _TRUE
+    _refuse(name, f"must be 1/0, true/false, yes/no or on/off, not {raw!r}")
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int | None, minimum: int | None = None) -> int | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
-        return int(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from exc
+        value = int(raw)
+    except ValueError:
+        _refuse(name, f"must be a whole number, not {raw!r}")
+    if minimum is not None and value < minimum:
+        _refuse(name, f"must be {minimum} or more, not {value}")
+    return value
 
 
 def _env_list(name: str, default: list[str]) -> list[str]:
@@ -38,18 +59,23 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()] if raw else default
 
 
-# Development defaults apply only while DEBUG is on (the default for a fresh checkout).
-DEBUG = _env_bool("DEBUG", True)
+# Off unless set, so a deployment that forgets it is not in development mode; `make run` sets it
+# on. Development values (the key below, any host) apply only while it is on.
+DEBUG = _env_bool("DEBUG", False)
+SECRET_KEY_MIN_LENGTH = 32
 _DEV_SECRET_KEY = "django-insecure-toolcore-development-only"
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
-    SECRET_KEY = _DEV_SECRET_KEY
-elif not DEBUG and (SECRET_KEY == _DEV_SECRET_KEY or len(SECRET_KEY) < 32):
-    raise ImproperlyConfigured("SECRET_KEY must be a real secret (32+ characters) in production.")
+if DEBUG:
+    SECRET_KEY = SECRET_KEY or _DEV_SECRET_KEY
+elif not SECRET_KEY or SECRET_KEY == _DEV_SECRET_KEY or len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH:
+    _refuse(
+        "SECRET_KEY",
+        f"must be set to a real secret of {SECRET_KEY_MIN_LENGTH}+ characters when DEBUG is off",
+    )
 
 ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["*"] if DEBUG else [])
+if not DEBUG and not ALLOWED_HOSTS:
+    _refuse("ALLOWED_HOSTS", "must list the host names this server answers to when DEBUG is off")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
 
 DATA_DIR = Path(os.environ.get("DATA_DIR", BASE_DIR / "data")).resolve()
@@ -73,6 +99,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz answers before anything validates the Host header.
+    "conversations.health.HealthzMiddleware",
     "conversations.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -103,8 +131,18 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+_ENGINES = {"django.db.backends.postgresql", "django.db.backends.sqlite3"}
 if DATABASE_URL:
-    _db = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+    # Messages name the scheme only: the URL may hold a password.
+    try:
+        _db = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+    except Exception:  # noqa: BLE001 - the parser's errors would print the URL
+        _refuse("DATABASE_URL", "is not a URL like postgres://USER@HOST:5432/NAME")
+    if _db["ENGINE"] not in _ENGINES:
+        scheme = urlsplit(DATABASE_URL).scheme
+        _refuse("DATABASE_URL", f"{scheme}:// is not supported; use postgres:// or sqlite://")
+    if not _db["NAME"]:
+        _refuse("DATABASE_URL", "names no database (postgres://USER@HOST:5432/NAME)")
     if _db["ENGINE"] == "django.db.backends.postgresql":
         # A pool needs CONN_MAX_AGE = 0: connections go back to the pool at the end of a
         # request instead of being closed.
@@ -116,9 +154,12 @@ if DATABASE_URL:
         _db.setdefault("OPTIONS", {})["server_side_binding"] = True
         if _env_bool("TOOLCORE_DB_PREPARE", True):
             _db["OPTIONS"]["prepare_threshold"] = 5
+        _pool_min = _env_int("TOOLCORE_DB_POOL_MIN", 2, minimum=0)
         _db["OPTIONS"]["pool"] = {
-            "min_size": _env_int("TOOLCORE_DB_POOL_MIN", 2),
-            "max_size": _env_int("TOOLCORE_DB_POOL_MAX", 20),
+            "min_size": _pool_min,
+            "max_size": _env_int(
+                "TOOLCORE_DB_POOL_MAX", max(20, _pool_min), minimum=_pool_min or 1
+            ),
             "timeout": 20,
         }
         # Per process, so concurrent test runs against one server do not collide.
@@ -126,7 +167,10 @@ if DATABASE_URL:
     DATABASES = {"default": _db}
 else:
     # SQLite cannot create the folder of its file; the default lives in DATA_DIR.
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _refuse("DATA_DIR", f"cannot create {DATA_DIR}: {exc.strerror}")
     _sqlite_options = {
         # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue instead of
         # failing on lock upgrade; WAL lets readers go on while one writer writes.
@@ -146,6 +190,9 @@ else:
     }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# manage.py and the ASGI app connect once at start and stop with one line when that fails
+# (config/startup.py). The test settings turn it off: pytest-django manages the database.
+DATABASE_CHECK_AT_START = True
 
 # --- Channel layer --------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
@@ -168,13 +215,13 @@ else:
     }
 
 # --- Toolcore -------------------------------------------------------------------------------
-TOOLCORE_WORKERS = _env_int("TOOLCORE_WORKERS", 0 if REDIS_URL else 1)
-TOOLCORE_CLAIM_LEASE = _env_int("TOOLCORE_CLAIM_LEASE", 30)
-TOOLCORE_MAX_ATTEMPTS = _env_int("TOOLCORE_MAX_ATTEMPTS", 3)
-TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30)
-TOOLCORE_MAX_BODY = _env_int("TOOLCORE_MAX_BODY", 1024 * 1024)
-_retention = os.environ.get("TOOLCORE_RETENTION_DAYS", "").strip()
-TOOLCORE_RETENTION_DAYS = int(_retention) if _retention else None
+TOOLCORE_WORKERS = _env_int("TOOLCORE_WORKERS", 0 if REDIS_URL else 1, minimum=0)
+TOOLCORE_CLAIM_LEASE = _env_int("TOOLCORE_CLAIM_LEASE", 30, minimum=1)
+TOOLCORE_MAX_ATTEMPTS = _env_int("TOOLCORE_MAX_ATTEMPTS", 3, minimum=1)
+TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30, minimum=0)
+TOOLCORE_MAX_BODY = _env_int("TOOLCORE_MAX_BODY", 1024 * 1024, minimum=1)
+# Unset keeps everything; a negative age would make `purge` delete every ended conversation.
+TOOLCORE_RETENTION_DAYS = _env_int("TOOLCORE_RETENTION_DAYS", None, minimum=1)
 # Django refuses bodies above this before parsing; keep it in step with TOOLCORE_MAX_BODY.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLCORE_MAX_BODY
 
@@ -191,6 +238,10 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 
 # --- Logging --------------------------------------------------------------------------------
+_log_level = os.environ.get("LOG_LEVEL", "").strip()
+LOG_LEVEL = _log_level.upper() or "INFO"
+if LOG_LEVEL not in logging.getLevelNamesMapping():
+    _refuse("LOG_LEVEL", f"must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not {_log_level!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -201,6 +252,6 @@ LOGGING = {
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain" if DEBUG else "json"},
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
 }

@@ -1,4 +1,4 @@
-"""Settings read from the environment: production refuses a missing or development secret key."""
+"""Settings read from the environment: what each variable switches (refusals: test_startup)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _settings(tmp_path, **env):
     clean = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"}
+        if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"}
     }
     clean.update(DJANGO_SETTINGS_MODULE="config.settings", DATA_DIR=str(tmp_path), **env)
     return subprocess.run(
@@ -34,15 +34,18 @@ def _settings(tmp_path, **env):
 
 @pytest.mark.parametrize("key", [None, "short", "django-insecure-toolcore-development-only"])
 def test_production_refuses_to_start_without_a_real_secret_key(tmp_path, key):
-    env = {"DEBUG": "0"} if key is None else {"DEBUG": "0", "SECRET_KEY": key}
-    result = _settings(tmp_path, **env)
+    env = {"ALLOWED_HOSTS": "toolcore.example.com"}
+    result = _settings(tmp_path, **(env if key is None else {**env, "SECRET_KEY": key}))
     assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr and "SECRET_KEY" in result.stderr
+    assert result.stderr.startswith("SECRET_KEY: ") and "Traceback" not in result.stderr
 
 
-def test_nothing_set_means_sqlite_wal_immediate_and_the_in_memory_layer(tmp_path):
-    result = _settings(tmp_path)
+def test_debug_on_and_nothing_else_set_means_sqlite_wal_immediate_and_the_in_memory_layer(
+    tmp_path,
+):
+    result = _settings(tmp_path, DEBUG="1")
     assert result.returncode == 0, result.stderr
+    assert '"debug": true' in result.stdout
     assert '"engine": "django.db.backends.sqlite3"' in result.stdout
     assert "channels.layers.InMemoryChannelLayer" in result.stdout
     assert (
@@ -53,12 +56,13 @@ def test_nothing_set_means_sqlite_wal_immediate_and_the_in_memory_layer(tmp_path
 def test_database_and_redis_urls_switch_to_postgresql_with_a_pool_and_redis(tmp_path):
     result = _settings(
         tmp_path,
-        DEBUG="0",
         SECRET_KEY="k" * 50,
+        ALLOWED_HOSTS="toolcore.example.com",
         DATABASE_URL="postgres://u@db.example:5432/toolcore",
         REDIS_URL="redis://cache.example:6379/0",
     )
     assert result.returncode == 0, result.stderr
+    assert '"debug": false' in result.stdout
     assert '"engine": "django.db.backends.postgresql"' in result.stdout
     assert "channels_redis.core.RedisChannelLayer" in result.stdout
     assert "'pool':" in result.stdout and '"max_age": 0' in result.stdout

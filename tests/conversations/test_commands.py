@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from conversations.auth import token_authenticate, token_digest
 from conversations.models import ApiToken, Conversation, ConversationEvent, ToolCall
@@ -38,7 +41,64 @@ def test_create_token_for_an_unknown_user_fails_clearly():
         _run("create_token", "nobody")
 
 
-def test_seed_demo_is_idempotent_and_shows_something_real():
+def _last_word(output: str) -> str:
+    return output.strip().splitlines()[-1].split()[-1]
+
+
+def test_create_token_expires_after_the_days_given(user):
+    output = _run("create_token", user.username, "--expires", "7")
+    row = ApiToken.objects.get(digest=token_digest(_last_word(output)))
+    expected = timezone.now() + timedelta(days=7)
+    assert abs((row.expires_at - expected).total_seconds()) < 60
+    assert f"expires {row.expires_at:%Y-%m-%d}" in output
+    assert token_authenticate(_last_word(output)).pk == row.pk
+    assert "never expires" in _run("create_token", user.username)
+
+
+@pytest.mark.parametrize("days", ["0", "-1", "abc", "1.5", "99999999999"])
+def test_create_token_refuses_an_expiry_that_is_not_a_positive_number_of_days(user, days):
+    with pytest.raises(CommandError, match="--expires: must be a whole number of days"):
+        _run("create_token", user.username, "--expires", days)
+    assert not ApiToken.objects.filter(user=user).exists()
+
+
+def test_seed_demo_refuses_with_debug_off_unless_forced(settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG is off"):
+        _run("seed_demo")
+    assert not get_user_model().objects.filter(username="demo").exists()
+    output = _run("seed_demo", "--force")
+    assert token_authenticate(_last_word(output)).user.username == "demo"
+
+
+def test_seed_demo_keeps_one_live_demo_token(settings):
+    settings.DEBUG = True
+    tokens = [_last_word(_run("seed_demo")) for _ in range(3)]
+    assert len(set(tokens)) == 3
+    assert [token_authenticate(t) is not None for t in tokens] == [False, False, True]
+    demo = ApiToken.objects.filter(user__username="demo")
+    assert demo.count() == 3 and demo.filter(revoked_at__isnull=True).count() == 1
+    # --no-token leaves the live one alone.
+    output = _run("seed_demo", "--no-token")
+    assert "Demo token" not in output and token_authenticate(tokens[-1]) is not None
+
+
+def test_seed_demo_keeps_a_changed_password_and_says_so(settings):
+    settings.DEBUG = True
+    first = _run("seed_demo")
+    assert "Admin login: demo / demo-password (the demo password; created True)" in first
+    demo = get_user_model().objects.get(username="demo")
+    demo.set_password("a-password-of-my-own")
+    demo.save()
+    second = _run("seed_demo")
+    assert "Admin login: demo (password changed from the demo one; not shown)" in second
+    assert "demo-password" not in second and "a-password-of-my-own" not in second
+    demo.refresh_from_db()
+    assert demo.check_password("a-password-of-my-own")
+
+
+def test_seed_demo_is_idempotent_and_shows_something_real(settings):
+    settings.DEBUG = True
     first = _run("seed_demo")
     second = _run("seed_demo")
     assert Conversation.objects.filter(owner__username="demo").count() == 1
@@ -51,7 +111,8 @@ def test_seed_demo_is_idempotent_and_shows_something_real():
     )
     assert ToolCall.objects.get(conversation=conversation).state == "awaiting_approval"
     tokens = [out.strip().splitlines()[-1].split()[-1] for out in (first, second)]
-    assert tokens[0] != tokens[1] and all(token_authenticate(t) for t in tokens)
+    assert tokens[0] != tokens[1]
+    assert token_authenticate(tokens[0]) is None and token_authenticate(tokens[1]) is not None
     assert "Admin login: demo /" in first
 
 

@@ -1,12 +1,17 @@
-"""``seed_demo``: a demo user, a token and a conversation with something real in it. Idempotent."""
+"""``seed_demo``: a demo user, a token and a conversation with something real in it. Idempotent.
 
+Each run leaves exactly one live demo token: it revokes the earlier ones (marked by their name)
+as it makes the new one. A password changed since seeding is kept and not printed.
+"""
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from conversations.auth import token_create
-from conversations.models import Conversation, ToolCall
+from conversations.auth import token_create, token_revoke
+from conversations.models import ApiToken, Conversation, ToolCall
 from conversations.services.claims import claim_acquire
 from conversations.services.conversations import conversation_create
 from conversations.services.messages import message_post
@@ -15,15 +20,28 @@ from conversations.services.settlement import ClaimGuard, call_settle
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
 DEMO_TITLE = "Demo: a settled call and one awaiting approval"
+DEMO_TOKEN_NAME = "demo (make run)"
 
 
 class Command(BaseCommand):
     help = "Create the demo user (staff, password printed), a fresh token and a demo conversation."
 
     def add_arguments(self, parser):
-        parser.add_argument("--no-token", action="store_true", help="Do not make a new token.")
+        parser.add_argument(
+            "--no-token", action="store_true", help="Leave the demo token as it is."
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Run with DEBUG off too (the demo user is a superuser with a known password).",
+        )
 
     def handle(self, *args, **options):
+        if not settings.DEBUG and not options["force"]:
+            raise CommandError(
+                "DEBUG is off: the demo user is a superuser with a known password. "
+                "Run with DEBUG=1 (make run does), or pass --force."
+            )
         User = get_user_model()
         with transaction.atomic():
             user, created = User.objects.get_or_create(
@@ -38,11 +56,29 @@ class Command(BaseCommand):
         conversation = Conversation.objects.filter(owner=user, title=DEMO_TITLE).first()
         if conversation is None:
             conversation = self._conversation(user)
-        self.stdout.write(f"Admin login: {DEMO_USERNAME} / {DEMO_PASSWORD} (created {created})")
+        if user.check_password(DEMO_PASSWORD):
+            self.stdout.write(
+                f"Admin login: {DEMO_USERNAME} / {DEMO_PASSWORD} (the demo password; created {created})"
+            )
+        else:
+            self.stdout.write(
+                f"Admin login: {DEMO_USERNAME} (password changed from the demo one; not shown)"
+            )
         self.stdout.write(f"Demo conversation: {conversation.pk}")
         if not options["no_token"]:
-            _, secret = token_create(user=user, name="demo (make run)")
+            revoked, secret = self._token(user)
+            self.stdout.write(f"Revoked {revoked} earlier demo token(s).")
             self.stdout.write(f"Demo token: {secret}")
+
+    def _token(self, user) -> tuple[int, str]:
+        """A new demo token, the earlier ones revoked in the same transaction."""
+        with transaction.atomic():
+            earlier = ApiToken.objects.filter(
+                user=user, name=DEMO_TOKEN_NAME, revoked_at__isnull=True
+            ).values_list("pk", flat=True)
+            revoked = sum(token_revoke(token_id=pk) for pk in list(earlier))
+            _, secret = token_create(user=user, name=DEMO_TOKEN_NAME)
+        return revoked, secret
 
     def _conversation(self, user):
         conversation = conversation_create(owner=user, title=DEMO_TITLE)

@@ -1,0 +1,17 @@
+"""The settings of the test suite: the production settings, with DEBUG off as in production.
+
+pytest loads this module (``DJANGO_SETTINGS_MODULE`` in ``pyproject.toml``). It only supplies a
+test secret and host names when the environment has none, then reads ``config.settings`` as a
+deployment does, so the suite runs the same checks a server runs at start.
+"""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-" + "x" * 32)
+os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
+
+from config.settings import *  # noqa: E402, F403
+
+# pytest-django creates and blocks the test database itself; the start-up check would connect
+# to the configured one instead (and fail while tests are collected).
+DATABASE_CHECK_AT_START = False
