@@ -1,18 +1,34 @@
-"""The tool catalog: every tool the server knows, declared once (spec tools.md, "Catalog").
+"""The tool catalog: every tool the server knows, declared once.
 
 A tool name not in the catalog is a host tool: executed by an external host through the host
-tool port, default decision ``allow``, profile ``conservative_fallback`` (``delegated_reports``
-for host tools declared as sub-agents).
+tool port, risk ``execute``, default decision ``allow``, profile ``conservative_fallback``
+(``delegated_reports`` for host tools declared as sub-agents).
+
+Argument errors name the field and say what is wrong without quoting the offending value, and
+stay within ``REASON_MAX_BYTES``: they end up in ``supervision.reason`` and the model's text.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
+
+from projections.units import cut_text
 
 RISKS = ("read", "write", "execute")
+# How much of an unexpected argument's name an error message quotes.
+_NAME_QUOTE_BYTES = 64
+
+
+class ArgumentsInvalid(ValueError):
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,8 @@ class ToolSpec:
     # The argument a permission rule's pattern matches: "command", a path, or none.
     subject: str | None = None
     traits: frozenset[str] = field(default_factory=frozenset)
+    # Checks the JSON schema cannot express, run once it passes; each raises ArgumentsInvalid.
+    checks: tuple[Callable[[dict[str, Any]], None], ...] = ()
 
     @property
     def replay_safe(self) -> bool:
@@ -47,6 +65,25 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         "required": required,
         "additionalProperties": False,
     }
+
+
+def _regex(name: str) -> Callable[[dict[str, Any]], None]:
+    """A check that the argument ``name``, when given, compiles as a Python regex."""
+
+    def check(arguments: dict[str, Any]) -> None:
+        if name not in arguments:
+            return
+        try:
+            re.compile(arguments[name])
+        except (re.error, RecursionError, OverflowError) as exc:
+            detail = getattr(exc, "msg", None) or type(exc).__name__
+            where = f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else ""
+            message = (
+                f"Invalid argument '{name}': not a valid regular expression ({detail}{where})."
+            )
+            raise ArgumentsInvalid(cut_text(message), name) from None
+
+    return check
 
 
 _STRING = {"type": "string"}
@@ -112,6 +149,7 @@ CORE_TOOLS: dict[str, ToolSpec] = {
             profile="search_matches",
             kind="search",
             subject="path",
+            checks=(_regex("pattern"),),
         ),
         ToolSpec(
             name="find",
@@ -173,7 +211,8 @@ CORE_TOOLS: dict[str, ToolSpec] = {
 }
 
 # Host tools: the host applies its own policy, so the server's default is allow. Their risk is
-# unknown to the server; "write" keeps them out of replay and does not demand run_commands.
+# unknown to the server, so they count as "execute": never replayed, and approving one needs
+# run_commands like approving bash.
 _HOST_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
@@ -185,7 +224,7 @@ def tool_spec(name: str, *, delegated: bool = False) -> ToolSpec:
     return ToolSpec(
         name=name,
         schema=_HOST_SCHEMA,
-        risk="write",
+        risk="execute",
         default_decision="allow",
         profile="delegated_reports" if delegated else "conservative_fallback",
         kind="other",
@@ -194,18 +233,12 @@ def tool_spec(name: str, *, delegated: bool = False) -> ToolSpec:
     )
 
 
-class ArgumentsInvalid(ValueError):
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
 _VALIDATORS: dict[str, Draft202012Validator] = {}
 
 
 def validate_arguments(spec: ToolSpec, arguments: Any) -> None:
-    """Raise ``ArgumentsInvalid`` naming the first offending field when the schema refuses."""
+    """Raise ``ArgumentsInvalid`` naming the first offending field when the schema or a check of
+    the tool refuses; its message is at most ``REASON_MAX_BYTES`` and never quotes a value."""
     validator = _VALIDATORS.get(spec.name)
     if validator is None or not spec.core:
         validator = Draft202012Validator(spec.schema)
@@ -213,17 +246,55 @@ def validate_arguments(spec: ToolSpec, arguments: Any) -> None:
             _VALIDATORS[spec.name] = validator
     errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(e.path), e.message))
     if not errors:
+        for check in spec.checks:
+            check(arguments)
         return
     error = errors[0]
     path = [str(p) for p in error.absolute_path]
     if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else ""
+        missing = next((n for n in error.validator_value if n not in error.instance), "")
         path.append(missing)
         message = f"Missing required argument '{missing}'."
     elif error.validator == "additionalProperties":
-        message = f"Invalid arguments: {error.message}."
+        message = f"Invalid arguments: {_unexpected(error)}."
     else:
-        where = ".".join(path) or "arguments"
-        message = f"Invalid argument '{where}': {error.message}."
+        where = f"argument '{'.'.join(path)}'" if path else "arguments"
+        message = f"Invalid {where}: {_problem(error)}."
     field = ".".join(path) or "arguments"
-    raise ArgumentsInvalid(message, field)
+    raise ArgumentsInvalid(cut_text(message), cut_text(field))
+
+
+def _unexpected(error: ValidationError) -> str:
+    """The unexpected names of an object, each quoted short, at most three of them."""
+    known = set(error.schema.get("properties", {}))
+    names = sorted(n for n in error.instance if n not in known)
+    quoted = ", ".join(f"'{cut_text(n, _NAME_QUOTE_BYTES)}'" for n in names[:3])
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"unexpected {'argument' if len(names) == 1 else 'arguments'} {quoted}{more}"
+
+
+_EXPECTED = {
+    "type": "must be of type {}",
+    "minLength": "must be at least {} character(s) long",
+    "maxLength": "must be at most {} characters long",
+    "minimum": "must be at least {}",
+    "maximum": "must be at most {}",
+    "minItems": "must have at least {} item(s)",
+    "maxItems": "must have at most {} items",
+    "format": "must be a valid {}",
+}
+
+
+def _problem(error: ValidationError) -> str:
+    """What is wrong with a value, told from the schema (the value itself can be huge)."""
+    expected = error.validator_value
+    if error.validator == "type" and isinstance(expected, list):
+        expected = " or ".join(expected)
+    if error.validator in ("minLength", "minItems") and expected == 1:
+        return "must not be empty"
+    template = _EXPECTED.get(str(error.validator))
+    if template is not None:
+        return template.format(expected)
+    if error.validator == "enum":
+        return "must be one of " + ", ".join(f"'{option}'" for option in expected)
+    return f"fails the '{error.validator}' check"

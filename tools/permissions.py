@@ -1,29 +1,46 @@
 """The permission port: ``allow``, ``ask`` or ``deny`` for (conversation, tool, arguments).
 
-Never executes anything and never writes (spec lifecycle.md "Supervision", tools.md).
+Never executes anything and never writes. Shell commands are matched with care: an ``allow`` or
+``ask`` rule matches a command holding shell control characters only by exact equality, while a
+``deny`` rule also matches any simple command of it (``rm -rf data; true`` is caught by
+``deny rm *``).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from django.db.models import Q
 
+from projections.units import cut_text
+
 from .catalog import ToolSpec, tool_spec
 from .models import PermissionRule
 from .workspaces import conversation_workspace
 
-# A command with one of these matches only a wildcard-free pattern equal to it.
+# A command with one of these matches an allow or ask rule only by exact equality.
 _SHELL_CONTROL = re.compile(r"[;&|`><\n]|\$\(")
+# Where a command line is cut into simple commands: the control characters, and subshell and
+# group brackets too (a deny rule errs toward matching). A redirection takes its file descriptor
+# number along (``2>``), so that ``rm -rf data 2>&1`` still holds ``rm -rf data``.
+_COMMAND_SEPARATOR = re.compile(r"\$\(|(?:(?<!\S)\d+)?[<>]|[;&|`\n(){}]")
+# Dropped from a simple command for a deny rule's second look: the shell removes them too.
+_QUOTING = str.maketrans("", "", "'\"\\")
 _DECISION_RANK = {"deny": 0, "ask": 1, "allow": 2}
 _WILDCARD = re.compile(r"\*|\?|\[[^\]]*\]")
+# A glob character written as a one-character set matches exactly that character.
+_ESCAPED = re.compile(r"\[([*?[])\]")
+_LITERAL_GLOB = re.compile(r"(?:\[[*?[]\]|[^*?[])*")
+# A suggestion longer than a rule's pattern column could not be saved; none is offered then.
+_PATTERN_MAX_CHARS = PermissionRule._meta.get_field("pattern").max_length
 
 
 class Decision(NamedTuple):
-    """``(decision, reason, rule)``: the port's answer, unpackable as the spec writes it."""
+    """``(decision, reason, rule)``: the port's answer, unpackable as a triple."""
 
     decision: str
     reason: str
@@ -43,15 +60,46 @@ class Decision(NamedTuple):
 
 
 def specificity(pattern: str) -> int:
-    """Number of literal, non-wildcard characters of a glob; the empty pattern ranks below
-    every other (-1), so ``""`` never ties with ``"*"``."""
+    """Number of literal, non-wildcard characters of a glob (an escaped ``[*]`` is one literal
+    character); the empty pattern ranks below every other (-1), so ``""`` never ties with
+    ``"*"``."""
     if pattern == "":
         return -1
-    return len(_WILDCARD.sub("", pattern))
+    return len(_WILDCARD.sub("", _ESCAPED.sub("x", pattern)))
 
 
-def has_wildcards(pattern: str) -> bool:
-    return _WILDCARD.search(pattern) is not None
+def escape_glob(text: str) -> str:
+    """A pattern that matches exactly ``text``: ``*``, ``?`` and ``[`` as ``[*]``, ``[?]``,
+    ``[[]``."""
+    return re.sub(r"[*?[]", lambda m: f"[{m.group()}]", text)
+
+
+def glob_literal(pattern: str) -> str | None:
+    """The only text ``pattern`` matches when it has no real wildcard (escaped glob characters
+    read as themselves), else None."""
+    if _LITERAL_GLOB.fullmatch(pattern) is None:
+        return None
+    return _ESCAPED.sub(r"\1", pattern)
+
+
+def simple_commands(command: str) -> list[str]:
+    """The simple commands of a command line, each trimmed, empty ones dropped.
+
+    Cut at ``;``, ``&&``, ``||``, ``|``, ``&``, newlines, ``>`` and ``<`` (a redirection target
+    is a part of its own), ``$(`` and ``)``, backquotes, and ``(``, ``{``, ``}``. Quotes are not
+    read: a separator inside quotes cuts too, which only ever gives a deny rule more to match.
+    """
+    return [part.strip() for part in _COMMAND_SEPARATOR.split(command) if part.strip()]
+
+
+@lru_cache(maxsize=4)  # one command meets every deny rule of its tool in turn
+def _deny_candidates(command: str) -> frozenset[str]:
+    """The texts a deny rule is tried on: the whole command, trimmed or not, and every simple
+    command of it; each also with quotes and backslashes dropped and runs of white space made
+    single spaces, as the shell reads them (``"rm"  -rf data`` runs ``rm -rf data``)."""
+    parts = {command, command.strip(), *simple_commands(command)}
+    plain = {part.translate(_QUOTING) for part in parts}
+    return frozenset(parts | {" ".join(part.split()) for part in parts | plain})
 
 
 def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
@@ -74,18 +122,28 @@ def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
 
 
 def rule_matches(rule: PermissionRule, subject: str, *, is_command: bool) -> bool:
+    """Whether ``rule`` applies to ``subject`` (a command when ``is_command``, else a path).
+
+    On a command a deny rule matches the whole command or any simple command of it; an allow or
+    ask rule matches a command with shell control characters only when the pattern has no real
+    wildcard and reads exactly as the command.
+    """
     pattern = rule.pattern
-    if is_command and _SHELL_CONTROL.search(subject):
-        return not has_wildcards(pattern) and pattern == subject
-    if pattern == "":
-        return True
-    return fnmatch.fnmatchcase(subject, pattern)
+    if not is_command:
+        return pattern == "" or fnmatch.fnmatchcase(subject, pattern)
+    if rule.decision == "deny":
+        return pattern == "" or any(
+            fnmatch.fnmatchcase(part, pattern) for part in _deny_candidates(subject)
+        )
+    if _SHELL_CONTROL.search(subject):
+        return glob_literal(pattern) == subject
+    return pattern == "" or fnmatch.fnmatchcase(subject, pattern)
 
 
 def evaluate(
     conversation: Any, tool: ToolSpec | str, arguments: Any, *, workspace: Path | None = None
 ) -> Decision:
-    """``evaluate(conversation, tool, arguments) -> (decision, reason, rule)`` (tools.md).
+    """``evaluate(conversation, tool, arguments) -> (decision, reason, rule)``.
 
     ``conversation`` is a ``Conversation`` (its workspace resolves path rules unless
     ``workspace`` is given) or its id; ``tool`` a catalog entry or a tool name. A matching
@@ -109,7 +167,7 @@ def evaluate(
     ]
     for rule in rules:
         if rule.conversation_id is None and rule.decision == "deny":
-            return Decision("deny", rule.reason or "Denied by permission policy.", rule)
+            return Decision("deny", _rule_reason(rule), rule)
     if rules:
         rules.sort(
             key=lambda r: (
@@ -120,10 +178,14 @@ def evaluate(
             )
         )
         best = rules[0]
-        return Decision(best.decision, best.reason or _default_reason(best.decision), best)
+        return Decision(best.decision, _rule_reason(best), best)
     return Decision(
         spec.default_decision, _default_reason(spec.default_decision, default=True), None
     )
+
+
+def _rule_reason(rule: PermissionRule) -> str:
+    return cut_text(rule.reason) if rule.reason else _default_reason(rule.decision)
 
 
 def _default_reason(decision: str, *, default: bool = False) -> str:
@@ -135,11 +197,20 @@ def _default_reason(decision: str, *, default: bool = False) -> str:
 
 
 def suggested_rules(spec: ToolSpec, arguments: Any, workspace: Path | None) -> list[dict[str, str]]:
-    """Rules an approver may save with ``persist: true``: the exact subject, then a prefix glob."""
+    """Rules an approver may save with ``persist: true``: first the exact subject, its glob
+    characters escaped so that it matches only that text, then a prefix glob as its own entry.
+
+    No rules at all when the exact subject is too long for a rule's pattern: a wider rule is
+    never saved in its place.
+    """
     subject = rule_subject(spec, arguments, workspace)
-    rules = [{"toolName": spec.name, "pattern": subject, "decision": "allow"}]
+    exact = escape_glob(subject)
+    if len(exact) > _PATTERN_MAX_CHARS:
+        return []
+    rules = [{"toolName": spec.name, "pattern": exact, "decision": "allow"}]
     if spec.subject == "command" and subject and not _SHELL_CONTROL.search(subject):
         first = subject.split()[0]
-        if first != subject:
-            rules.append({"toolName": spec.name, "pattern": f"{first} *", "decision": "allow"})
+        if first != subject.strip():
+            wider = f"{escape_glob(first)} *"
+            rules.append({"toolName": spec.name, "pattern": wider, "decision": "allow"})
     return rules

@@ -1,0 +1,223 @@
+"""The permission port on its own: rule rows in, ``evaluate(...)`` decisions out."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.catalog import tool_spec
+from tools.models import PermissionRule
+from tools.permissions import (
+    Decision,
+    escape_glob,
+    evaluate,
+    glob_literal,
+    simple_commands,
+    specificity,
+    suggested_rules,
+)
+
+from ..conversations.helpers import new_conversation
+
+pytestmark = pytest.mark.django_db
+
+# Commands that run ``rm -rf data`` somewhere, one way of chaining each.
+CHAINED = [
+    "rm -rf data; true",
+    "true;rm -rf data",
+    "make && rm -rf data",
+    "false || rm -rf data",
+    "cat list | rm -rf data",
+    "rm -rf data &",
+    "sleep 1 & rm -rf data",
+    "echo start\nrm -rf data",
+    "echo $(rm -rf data)",
+    "echo `rm -rf data`",
+    "rm -rf data > /dev/null",
+    "rm -rf data 2>&1",
+    "sort < in.txt; rm -rf data",
+    "  rm -rf data",
+    "rm -rf data   ",
+    "\trm -rf data",
+    "rm\t-rf  data",
+    "(rm -rf data)",
+    "{ rm -rf data; }",
+    "cd /tmp && (cd x; rm -rf data)",
+    'echo "a; rm -rf data"',  # quotes are not read: a deny rule errs toward matching
+    '"rm" -rf data',
+    "r''m -rf 'data'",
+    "\\rm -rf data",
+]
+
+DENY_PATTERNS = ["", "rm *", "rm -rf *", "rm -rf data"]
+
+
+def _rule(conversation, decision: str, pattern: str, *, tool: str = "bash", **kwargs):
+    return PermissionRule.objects.create(
+        conversation=conversation, tool_name=tool, pattern=pattern, decision=decision, **kwargs
+    )
+
+
+def _bash(conversation, command: str) -> Decision:
+    return evaluate(conversation, "bash", {"command": command})
+
+
+@pytest.mark.parametrize("scope", ["global", "conversation"])
+@pytest.mark.parametrize("pattern", DENY_PATTERNS)
+@pytest.mark.parametrize("command", CHAINED)
+def test_a_deny_rule_catches_a_chained_simple_command(user, scope, pattern, command):
+    conversation = new_conversation(user)
+    rule = _rule(conversation if scope == "conversation" else None, "deny", pattern)
+    decision, reason, matched = _bash(conversation, command)
+    assert (decision, matched) == ("deny", rule)
+    assert reason == "Denied by permission policy."
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo rm -rf data",  # rm is an argument here, not a command
+        "farm -rf data",
+        "git status; ls",
+        "make > rm",  # a redirection target is its own part: "rm" is not "rm *"
+    ],
+)
+def test_a_deny_rule_does_not_catch_what_it_does_not_name(user, command):
+    conversation = new_conversation(user)
+    _rule(None, "deny", "rm *")
+    assert _bash(conversation, command) == ("ask", "This tool needs approval.", None)
+
+
+def test_a_global_deny_wins_over_an_exact_conversation_allow_of_the_chain(user):
+    conversation = new_conversation(user)
+    _rule(conversation, "allow", "rm -rf data; true")
+    deny = _rule(None, "deny", "rm *")
+    assert _bash(conversation, "rm -rf data; true").rule == deny
+
+
+@pytest.mark.parametrize(
+    ("pattern", "command", "decision"),
+    [
+        # Wildcards never carry a control character.
+        ("git status*", "git status; rm -rf /", "ask"),
+        ("git status*", "git status && x", "ask"),
+        ("git status*", "git status | sh", "ask"),
+        ("git status*", "git status > f", "ask"),
+        ("git status*", "git status $(x)", "ask"),
+        ("git status*", "git status `x`", "ask"),
+        ("git status*", "git status\nrm x", "ask"),
+        ("*", "ls & rm -rf /", "ask"),
+        ("", "ls & rm -rf /", "ask"),
+        ("ls | wc -?", "ls | wc -l", "ask"),
+        # Exact equality does.
+        ("ls | wc -l", "ls | wc -l", "allow"),
+        ("make build > log.txt", "make build > log.txt", "allow"),
+        ("ls [*].py > out", "ls *.py > out", "allow"),
+        ("ls [*].py > out", "ls a.py > out", "ask"),
+        ("make build > log.txt", " make build > log.txt", "ask"),
+        # Without control characters the glob applies as written.
+        ("git status*", "git status --short", "allow"),
+        ("", "anything at all", "allow"),
+    ],
+)
+def test_allow_rules_match_a_command_with_control_characters_only_exactly(
+    user, pattern, command, decision
+):
+    conversation = new_conversation(user)
+    _rule(conversation, "allow", pattern)
+    assert _bash(conversation, command).decision == decision
+
+
+def test_an_ask_rule_on_a_host_tool_also_matches_a_chained_command_only_exactly(user):
+    conversation = new_conversation(user)
+    _rule(conversation, "ask", "deploy *", tool="remote_shell")
+    assert evaluate(conversation, "remote_shell", {"command": "deploy prod"}).decision == "ask"
+    # The host tool's default (allow) decides a chain the glob does not match exactly...
+    assert evaluate(conversation, "remote_shell", {"command": "deploy a; b"}).rule is None
+    # ...but a deny rule still catches a part of it.
+    _rule(None, "deny", "b", tool="remote_shell")
+    assert evaluate(conversation, "remote_shell", {"command": "deploy a; b"}).decision == "deny"
+
+
+def test_ordering_is_unchanged_for_plain_commands(user):
+    conversation = new_conversation(user)
+    _rule(None, "ask", "git *")
+    _rule(conversation, "allow", "git *")
+    push = _rule(conversation, "ask", "git push*")
+    assert _bash(conversation, "git log").decision == "allow"
+    assert _bash(conversation, "git push origin").rule == push
+    # A conversation deny is ordered like any conversation rule: the more specific allow wins.
+    _rule(conversation, "deny", "git p*")
+    assert _bash(conversation, "git push origin").rule == push
+    assert _bash(conversation, "git pull").decision == "deny"
+
+
+def test_a_long_rule_reason_is_cut(user):
+    conversation = new_conversation(user)
+    _rule(None, "deny", "", reason="€" * 500)
+    reason = _bash(conversation, "ls").reason
+    assert len(reason.encode()) <= 1024 and reason.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("command", "parts"),
+    [
+        ("ls", ["ls"]),
+        ("  ls -la  ", ["ls -la"]),
+        ("a; b && c || d | e & f\ng", ["a", "b", "c", "d", "e", "f", "g"]),
+        ("echo $(id) `whoami`", ["echo", "id", "whoami"]),
+        ("make > log.txt 2>&1", ["make", "log.txt", "1"]),
+        ("echo a2>f", ["echo a2", "f"]),
+        ("sort < in >> out", ["sort", "in", "out"]),
+        ("(cd x; rm y) && { z; }", ["cd x", "rm y", "z"]),
+        (";;  ;", []),
+    ],
+)
+def test_simple_commands(command, parts):
+    assert simple_commands(command) == parts
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("rm -rf ./build/*", "rm -rf ./build/[*]"),
+        ("ls a?.txt", "ls a[?].txt"),
+        ("cat [x].txt", "cat [[]x].txt"),
+        ("plain", "plain"),
+    ],
+)
+def test_escape_glob_matches_exactly_its_text(text, pattern):
+    assert escape_glob(text) == pattern
+    assert glob_literal(pattern) == text
+    assert specificity(pattern) == len(text)
+
+
+def test_glob_literal_refuses_real_wildcards():
+    for pattern in ("a*", "a?", "[ab]", "x[*]*", "a["):
+        assert glob_literal(pattern) is None, pattern
+    assert glob_literal("") == ""
+
+
+def test_suggestions_are_the_escaped_exact_command_then_a_wider_entry():
+    bash = tool_spec("bash")
+    assert suggested_rules(bash, {"command": "rm -rf ./build/*"}, None) == [
+        {"toolName": "bash", "pattern": "rm -rf ./build/[*]", "decision": "allow"},
+        {"toolName": "bash", "pattern": "rm *", "decision": "allow"},
+    ]
+    assert suggested_rules(bash, {"command": "make > log; true"}, None) == [
+        {"toolName": "bash", "pattern": "make > log; true", "decision": "allow"},
+    ]
+    assert suggested_rules(bash, {"command": "ls"}, None) == [
+        {"toolName": "bash", "pattern": "ls", "decision": "allow"},
+    ]
+
+
+def test_a_path_suggestion_is_the_escaped_resolved_path(tmp_path):
+    workspace = tmp_path.resolve()
+    (suggestion,) = suggested_rules(tool_spec("read"), {"path": "src/../a[1]*.txt"}, workspace)
+    assert suggestion["pattern"] == f"{escape_glob(str(workspace))}/a[[]1][*].txt"
+
+
+def test_no_suggestion_when_the_exact_one_could_not_be_saved():
+    # Never a wider rule in its place: persisting such an approval saves nothing.
+    assert suggested_rules(tool_spec("bash"), {"command": "echo " + "*" * 400}, None) == []
+    assert suggested_rules(tool_spec("bash"), {"command": "echo " + "x" * 1019}, None) != []
