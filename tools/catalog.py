@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
 from projections.units import cut_text
 
-RISKS = ("read", "write", "execute")
 # How much of an unexpected argument's name an error message quotes.
 _NAME_QUOTE_BYTES = 64
 
@@ -44,7 +43,6 @@ class ToolSpec:
     core: bool = True
     # The argument a permission rule's pattern matches: "command", a path, or none.
     subject: str | None = None
-    traits: frozenset[str] = field(default_factory=frozenset)
     # Checks the JSON schema cannot express, run once it passes; each raises ArgumentsInvalid.
     checks: tuple[Callable[[dict[str, Any]], None], ...] = ()
 
