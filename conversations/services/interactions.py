@@ -100,7 +100,10 @@ def _check_approval(call: ToolCall, resolution: dict[str, Any], user: Any) -> No
     if resolution.get("decision") != "allow":
         return  # refusing never runs anything
     if tool_spec(call.tool_name).risk == "execute" and not user.has_perm("tools.run_commands"):
-        raise Forbidden("Approving a command needs the permission tools.run_commands.")
+        raise Forbidden(
+            f"Approving {call.tool_name} (it runs programs) needs the permission "
+            "tools.run_commands."
+        )
     rule = resolution.get("rule")
     if rule is not None and _rule_to_save(call.interaction, rule) is None:
         count = len(_suggested(call.interaction))
