@@ -34,7 +34,7 @@ from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data
 from tools.models import AsyncRun, Launch, PermissionRule
 
-from .factories import StaffFactory, UserFactory
+from ..factories import StaffFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
