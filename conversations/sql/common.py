@@ -33,6 +33,10 @@ EVENTS = ConversationEvent._meta.db_table
 ASSETS = Asset._meta.db_table
 ACTIVITY = ToolActivity._meta.db_table
 
+EVENT_COLUMNS = (
+    "conversation_id, type, turn_id, tool_call_id, message_id, payload, created_at, sequence"
+)
+
 GUARD_LOST = "This claim no longer holds the call, or the call changed meanwhile."
 
 

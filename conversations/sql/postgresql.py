@@ -20,6 +20,7 @@ from .common import (
     CALLS,
     CLAIMS,
     CONVERSATIONS,
+    EVENT_COLUMNS,
     EVENTS,
     GUARD_LOST,
     AssetRow,
@@ -29,14 +30,11 @@ from .common import (
     maybe_uuid,
 )
 
-_EVENT_COLUMNS = (
-    "conversation_id, type, turn_id, tool_call_id, message_id, payload, created_at, sequence"
-)
 # The UPDATE takes the sequence and locks the conversation row; the INSERT uses it.
 _EVENT_INSERT = (
     f"WITH s AS (UPDATE {CONVERSATIONS} SET last_sequence = last_sequence + 1, "
     f"updated_at = %(now)s WHERE id = %(conversation)s::uuid RETURNING last_sequence) "
-    f"INSERT INTO {EVENTS} ({_EVENT_COLUMNS}) SELECT %(conversation)s::uuid, %(type)s, "
+    f"INSERT INTO {EVENTS} ({EVENT_COLUMNS}) SELECT %(conversation)s::uuid, %(type)s, "
     f"%(turn)s::uuid, %(call)s::uuid, %(message)s::text, %(payload)s::json, "
     f"%(now)s::timestamptz, s.last_sequence FROM s RETURNING id, sequence"
 )
@@ -86,7 +84,7 @@ def _settle_sql(held: bool, n_assets: int, fold: bool) -> str:
         f"seq AS (UPDATE {CONVERSATIONS} SET last_sequence = last_sequence + 1, "
         f"updated_at = %(now)s WHERE id = %(conversation)s AND EXISTS (SELECT 1 FROM gone) "
         f"RETURNING last_sequence)",
-        f"ev AS (INSERT INTO {EVENTS} ({_EVENT_COLUMNS}) SELECT %(conversation)s, %(type)s, "
+        f"ev AS (INSERT INTO {EVENTS} ({EVENT_COLUMNS}) SELECT %(conversation)s, %(type)s, "
         f"%(turn)s, %(call)s, NULL, %(payload)s::json, %(now)s, last_sequence FROM seq "
         f"RETURNING id, sequence)",
     ]

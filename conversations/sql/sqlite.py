@@ -16,6 +16,7 @@ from .common import (
     CALLS,
     CLAIMS,
     CONVERSATIONS,
+    EVENT_COLUMNS,
     EVENTS,
     GUARD_LOST,
     AssetRow,
@@ -26,14 +27,11 @@ from .common import (
     prep,
 )
 
-_EVENT_COLUMNS = (
-    "conversation_id, type, turn_id, tool_call_id, message_id, payload, created_at, sequence"
-)
 _NEXT_SEQUENCE = (
     f"UPDATE {CONVERSATIONS} SET last_sequence = last_sequence + 1, updated_at = %s "
     f"WHERE id = %s RETURNING last_sequence"
 )
-_EVENT_INSERT = f"INSERT INTO {EVENTS} ({_EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+_EVENT_INSERT = f"INSERT INTO {EVENTS} ({EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 def event_insert(
