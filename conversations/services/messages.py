@@ -17,6 +17,7 @@ from ..shapes import event_wire, settled_call_wire
 from .activity import next_ordinal
 from .calls import call_create, command_call_id, model_call_id
 from .events import conversation_lock, event_append
+from .message_limits import message_check
 from .publish import Message, publish_on_commit
 from .supervision import call_supervise
 
@@ -80,6 +81,7 @@ def message_post(
     content = clean_json(content)  # type: ignore[assignment]
     message_id = clean_text(message_id)
     event_type = E.USER_MESSAGE if role == "user" else E.ASSISTANT_MESSAGE
+    message_check(message_id=message_id, event_type=event_type, content=content)
     messages: list[Message] = []
     try:
         with transaction.atomic():
