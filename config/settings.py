@@ -249,9 +249,15 @@ LOGGING = {
         "json": {"()": "conversations.logging.JsonFormatter"},
         "plain": {"()": "conversations.logging.PlainFormatter"},
     },
+    "filters": {"api_refusals": {"()": "conversations.logging.ApiRefusalFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain" if DEBUG else "json"},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+        # API refusals are logged once by the API itself, with their error code.
+        "django.request": {"filters": ["api_refusals"]},
+    },
 }

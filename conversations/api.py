@@ -1,5 +1,9 @@
-"""REST endpoints of conversations, calls and assets (spec api.md). Thin: parse, check access,
-call one service or selector, shape the answer."""
+"""REST endpoints of conversations, calls and assets. Thin: parse, check access, call one
+service or selector, shape the answer.
+
+The docstrings of the views are the operations' descriptions on the OpenAPI page: they are
+written for someone who has only that page.
+"""
 
 from __future__ import annotations
 
@@ -21,15 +25,29 @@ from .barrier import turn_results_wait
 from .errors import ValidationFailed, error_body
 from .responses import json_response
 from .schemas import (
-    ERRORS,
+    CallCancelOut,
+    CallDetailsOut,
     CommandIn,
+    CommandOut,
     ConversationIn,
     ConversationOut,
     ConversationPage,
+    EventsPageOut,
+    LinesPageOut,
     MessageIn,
+    MessageOut,
     QueueAckIn,
+    QueueAckOut,
     ResolutionIn,
+    ResolutionOut,
+    SettledCallOut,
+    TurnCancelOut,
     TurnEndIn,
+    TurnEndOut,
+    TurnPendingOut,
+    TurnSettledOut,
+    UnfinishedCallOut,
+    errors,
 )
 from .services.cancel import call_cancel, turn_cancel, turn_end
 from .services.conversations import conversation_create, conversation_delete
@@ -44,12 +62,29 @@ assets_router = Router(tags=["assets"])
 
 Limit = Query(50, ge=1, le=100)
 
+# The error answers each kind of operation can give. Every operation needs credentials (401);
+# a write may be refused for CSRF (403, session only), a body may be malformed (400), too big
+# (413) or invalid (422).
+_READ = (401, 404)
+_WRITE = (400, 401, 403, 404, 413, 422)
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
 
-@router.post("/conversations", response={201: ConversationOut, **ERRORS})
+
+@router.post(
+    "/conversations",
+    summary="Create a conversation",
+    response={201: ConversationOut, **errors(400, 401, 403, 413, 422)},
+)
 def create_conversation(
     request: HttpRequest, payload: ConversationIn | None = None
 ) -> HttpResponse:
-    """Both fields are optional (api.md ``{title?, workspace?}``), so is the body itself."""
+    """Creates a conversation owned by the caller and answers it (201).
+
+    Both fields are optional, and so is the body itself. `workspace` is a directory below the
+    owner's workspace root (default: the conversation's id), created on first use; a path that
+    resolves outside the owner's root is 422 naming `workspace`. Not idempotent: each call
+    creates a new conversation.
+    """
     payload = payload or ConversationIn()
     conversation = conversation_create(
         owner=request.auth, title=payload.title or "", workspace=payload.workspace
@@ -57,20 +92,46 @@ def create_conversation(
     return json_response(conversation_wire(conversation), 201)
 
 
-@router.get("/conversations", response={200: ConversationPage, **ERRORS})
+@router.get(
+    "/conversations",
+    summary="List conversations",
+    response={200: ConversationPage, **errors(401, 422)},
+)
 def list_conversations(
     request: HttpRequest, cursor: str | None = None, limit: int = Limit
 ) -> HttpResponse:
+    """The caller's conversations, newest first, `limit` (1…100, default 50) per page.
+
+    Pass the answer's `nextCursor` as `cursor` to get the next page; it is null on the last
+    page. A `limit` outside 1…100 or a cursor this server did not issue is 422.
+    """
     return json_response(selectors.conversations_page(request.auth, cursor=cursor, limit=limit))
 
 
-@router.get("/conversations/{cid}", response={200: ConversationOut, **ERRORS})
+@router.get(
+    "/conversations/{cid}",
+    summary="Get a conversation",
+    response={200: ConversationOut, **errors(*_READ)},
+)
 def get_conversation(request: HttpRequest, cid: str) -> HttpResponse:
+    """One conversation with its `lastSequence` (the sequence of its newest event).
+
+    Another user's conversation answers 404, exactly like a missing one.
+    """
     return json_response(conversation_wire(selectors.conversation_for(request.auth, cid)))
 
 
-@router.delete("/conversations/{cid}", response={204: None, **ERRORS})
+@router.delete(
+    "/conversations/{cid}",
+    summary="Delete a conversation",
+    response={204: None, **errors(401, 403, 404)},
+)
 def delete_conversation(request: HttpRequest, cid: str) -> HttpResponse:
+    """Cancels what is still open (unfinished calls settle as a cancel settles them), then
+    deletes the conversation, its events and its files. Answers 204 with no body.
+
+    Deleting again answers 404.
+    """
     conversation = selectors.conversation_for(request.auth, cid)
     conversation_delete(conversation_id=conversation.pk)
     response = HttpResponse(status=204)
@@ -78,8 +139,28 @@ def delete_conversation(request: HttpRequest, cid: str) -> HttpResponse:
     return response
 
 
-@router.post("/conversations/{cid}/messages", response={200: dict, 201: dict, **ERRORS})
+@router.post(
+    "/conversations/{cid}/messages",
+    summary="Post a user or assistant message",
+    response={200: MessageOut, 201: MessageOut, **errors(*_WRITE, 409)},
+)
 def post_message(request: HttpRequest, cid: str, payload: MessageIn) -> HttpResponse:
+    """Appends a `user_message` or `assistant_message` event and answers it with the tool
+    calls it created (201).
+
+    - A **user** message opens a turn; while a turn is open it is 409 `turn_open`.
+    - An **assistant** message names the open turn in `turnId` (else 409 `turn_not_open`).
+      Each `tool_call` block becomes an unfinished call, listed in `toolCalls` as created
+      (state `supervising`); the permission check then moves it on, e.g. to
+      `awaiting_approval` (follow it with `GET /tool-calls/{id}`). At most 128 `tool_call`
+      blocks per message (422 naming `content`).
+    - **Idempotent by `messageId`**, the client's own key, recognised before the turn
+      checks: the same `messageId` with the same content again answers 200 with the body
+      recorded the first time (even once the turn ended); other content is 409
+      `message_conflict`.
+    - The stored event may be at most 512 KiB (524,288 bytes of compact JSON, the budget of
+      a replay page): a bigger message is 413 `payload_too_large`, and nothing is written.
+    """
     conversation = selectors.conversation_for(request.auth, cid)
     posted = message_post(
         conversation_id=conversation.pk,
@@ -91,8 +172,20 @@ def post_message(request: HttpRequest, cid: str, payload: MessageIn) -> HttpResp
     return json_response(posted.body, 201 if posted.created else 200)
 
 
-@router.post("/conversations/{cid}/commands", response={200: dict, 201: dict, **ERRORS})
+@router.post(
+    "/conversations/{cid}/commands",
+    summary="Run a user !command",
+    response={200: CommandOut, 201: CommandOut, **errors(*_WRITE, 409)},
+)
 def post_command(request: HttpRequest, cid: str, payload: CommandIn) -> HttpResponse:
+    """A command typed by the user (`!ls`): opens a turn of its own with one `bash` call and
+    answers it (201). The call is supervised like any other `bash` call.
+
+    **Idempotent by `inputId`**, the client's own key: the same `inputId` and command again
+    answers 200 with the same body (once the call settled, `toolCall` is the settled call);
+    another command is 409 `command_conflict`. While a turn is open it is 409 `turn_open`.
+    `includeInContext` says whether a client building the model's next request includes it.
+    """
     conversation = selectors.conversation_for(request.auth, cid)
     posted = command_post(
         conversation_id=conversation.pk,
@@ -103,13 +196,24 @@ def post_command(request: HttpRequest, cid: str, payload: CommandIn) -> HttpResp
     return json_response(posted.body, 201 if posted.created else 200)
 
 
-@router.get("/conversations/{cid}/events", response={200: dict, **ERRORS})
+@router.get(
+    "/conversations/{cid}/events",
+    summary="Replay durable events",
+    response={200: EventsPageOut, **errors(*_READ, 409, 422)},
+)
 def list_events(
     request: HttpRequest,
     cid: str,
     after: int = Query(0, ge=0),
     limit: int = Query(100, ge=1, le=100),
 ) -> HttpResponse:
+    """The events with `sequence > after`, ascending: at most `limit` (1…100, default 100) and
+    at most 512 KiB of events per page (the first event always goes in).
+
+    Pass `nextAfter` as `after` for the next page; it is null once the page reaches
+    `lastSequence`. Sequences are gapless, so a client that applied every page holds the whole
+    log. `after` beyond `lastSequence` is 409 `cursor_ahead`.
+    """
     body = selectors.events_page_json(request.auth, cid, after=after, limit=limit)
     return HttpResponse(body, content_type="application/json")
 
@@ -123,11 +227,28 @@ def _barrier_scope(user: Any, cid: str, tid: str) -> tuple[Any, Any]:
 
 
 @router.get(
-    "/conversations/{cid}/turns/{tid}/results", auth=AsyncAuth(), response={200: dict, **ERRORS}
+    "/conversations/{cid}/turns/{tid}/results",
+    auth=AsyncAuth(),
+    summary="Wait for a turn's tool results (the turn barrier)",
+    response={200: TurnSettledOut | TurnPendingOut, **errors(*_READ, 422)},
 )
 async def turn_results(
     request: HttpRequest, cid: str, tid: str, wait: float = Query(0, ge=0, le=60)
 ) -> HttpResponse:
+    """Answers as soon as the turn has no unfinished call, waiting at most `wait` seconds
+    (0…60, default 0: answer at once). Always 200, in one of two shapes:
+
+    - `{"settled": true, "results": [...], "queue": [...]}`: every call settled. `results`
+      are the latest assistant message's calls in `contentIndex` order, with the
+      `modelContent` to send back to the model (a command turn has `results: []`); `queue`
+      holds async-run notices not acknowledged yet.
+    - `{"settled": false, "pending": [{"toolCallId", "state"}]}`: calls were still
+      unfinished when the wait ended, e.g. one `awaiting_approval` (resolve it with
+      `POST /tool-calls/{id}/resolution`) or `ready` for execution. Ask again.
+
+    The wait holds no server thread or database connection. Read-only: any number of clients
+    may wait on one turn.
+    """
     conversation_id, turn_id = await sync_to_async(_barrier_scope, thread_sensitive=False)(
         request.auth, cid, tid
     )
@@ -135,36 +256,90 @@ async def turn_results(
     return json_response(answer)
 
 
-@router.post("/conversations/{cid}/queue/ack", response={200: dict, **ERRORS})
+@router.post(
+    "/conversations/{cid}/queue/ack",
+    summary="Acknowledge queue notices",
+    response={200: QueueAckOut, **errors(*_WRITE)},
+)
 def ack_queue(request: HttpRequest, cid: str, payload: QueueAckIn) -> HttpResponse:
+    """Marks the async-run notices with `sequence <= upTo` delivered and answers the notices
+    still waiting. Idempotent: acknowledging again changes nothing (`acknowledged: 0`).
+    """
     conversation = selectors.conversation_for(request.auth, cid)
     return json_response(queue_ack(conversation_id=conversation.pk, up_to=payload.upTo))
 
 
-@router.post("/conversations/{cid}/turns/{tid}/cancel", response={200: dict, **ERRORS})
+@router.post(
+    "/conversations/{cid}/turns/{tid}/cancel",
+    summary="Cancel a turn's open calls",
+    response={200: TurnCancelOut, **errors(401, 403, 404, 409, 413)},
+)
 def cancel_turn(request: HttpRequest, cid: str, tid: str) -> HttpResponse:
+    """Settles every unfinished call of the turn and leaves the turn open. A `running` call
+    settles `indeterminate` (its effect could not be confirmed) unless its handler stopped it
+    before any effect; every other call settles `cancelled` (`denied` where permission was
+    refused). Answers each call's outcome; again, `results` is empty.
+    """
     conversation = selectors.conversation_for(request.auth, cid)
     turn = selectors.turn_for(conversation, tid)
     return json_response(turn_cancel(conversation_id=conversation.pk, turn_id=turn.pk))
 
 
-@router.post("/conversations/{cid}/turns/{tid}/end", response={200: dict, **ERRORS})
+@router.post(
+    "/conversations/{cid}/turns/{tid}/end",
+    summary="End a turn",
+    response={200: TurnEndOut, **errors(*_WRITE, 409)},
+)
 def end_turn(
     request: HttpRequest, cid: str, tid: str, payload: TurnEndIn | None = None
 ) -> HttpResponse:
+    """Settles what is still open (as a cancel does), then appends one `turn_ended` event with
+    `reason` (`completed` by default, or `stopped`). The body is optional.
+
+    Idempotent: a turn already ended answers the same 200 and appends nothing.
+    """
     conversation = selectors.conversation_for(request.auth, cid)
     turn = selectors.turn_for(conversation, tid)
     reason = payload.reason if payload is not None else "completed"
     return json_response(turn_end(conversation_id=conversation.pk, turn_id=turn.pk, reason=reason))
 
 
-@calls_router.get("/tool-calls/{call_id}", response={200: dict, **ERRORS})
+@calls_router.get(
+    "/tool-calls/{call_id}",
+    summary="Get a tool call",
+    response={200: UnfinishedCallOut | SettledCallOut, **errors(*_READ)},
+)
 def get_call(request: HttpRequest, call_id: str) -> HttpResponse:
+    """An unfinished call with its `state`, `arguments`, `interaction` (what it waits for:
+    while `awaiting_approval`, `{kind: "approval", request}`; while `awaiting_input`, the
+    questions) and execution `claim`; once settled, `{id, outcome, response}` with its
+    `tool_call_response` event.
+    """
     return json_response(selectors.call_detail(request.auth, call_id))
 
 
-@calls_router.post("/tool-calls/{call_id}/resolution", response={200: dict, **ERRORS})
+@calls_router.post(
+    "/tool-calls/{call_id}/resolution",
+    summary="Approve, deny or answer a tool call",
+    response={200: ResolutionOut, **errors(*_WRITE, 409)},
+)
 def resolve_call(request: HttpRequest, call_id: str, payload: ResolutionIn) -> HttpResponse:
+    """Resolves what the call awaits and answers the recorded resolution.
+
+    - `{"requestId", "kind": "approval", "decision": "allow" | "deny", "persist"?}` for a
+      call `awaiting_approval`. Allowing moves it to `ready` for execution; denying settles
+      it `denied`. `persist: true` with `allow` also saves a rule allowing the same command
+      (or path) in this conversation. Approving a tool that executes commands (`bash`) needs
+      the permission `tools.run_commands` (else 403 `forbidden`); denying needs none.
+    - `{"requestId", "kind": "input", "value": {"answers": {questionId: answer}}}` for a call
+      `awaiting_input`: every question answered, a list only where the question allows
+      several answers (else 422 naming `value.answers.<id>`). It settles `completed`.
+
+    **`requestId` is the client's own idempotency key.** The same request with the same
+    resolution again answers the recorded result (also after the call settled); any other
+    resolution of a call already resolved is 409 `resolution_conflict`, naming the recorded
+    one. A call not awaiting this kind is 409 `not_awaiting`.
+    """
     call, _ = selectors.call_for(request.auth, call_id)
     target = call.pk if call is not None else call_id
     resolution = payload.model_dump(exclude={"requestId"})
@@ -174,21 +349,51 @@ def resolve_call(request: HttpRequest, call_id: str, payload: ResolutionIn) -> H
     return json_response(answer)
 
 
-@calls_router.post("/tool-calls/{call_id}/cancel", response={200: dict, **ERRORS})
+@calls_router.post(
+    "/tool-calls/{call_id}/cancel",
+    summary="Cancel a tool call",
+    response={200: CallCancelOut, **errors(401, 403, 404, 409, 413)},
+)
 def cancel_call(request: HttpRequest, call_id: str) -> HttpResponse:
+    """Settles one unfinished call as a cancel does and answers its outcome with
+    `alreadySettled: false`. Idempotent: a call already settled answers its recorded outcome
+    with `alreadySettled: true` and changes nothing.
+    """
     call, event = selectors.call_for(request.auth, call_id)
     if call is None:
         return json_response({"outcome": event.payload["outcome"], "alreadySettled": True})  # type: ignore[union-attr]
     return json_response(call_cancel(call_id=call.pk))
 
 
-@calls_router.get("/tool-calls/{call_id}/details", response={200: dict, **ERRORS})
+@calls_router.get(
+    "/tool-calls/{call_id}/details",
+    summary="Get a tool call's projections and assets",
+    response={200: CallDetailsOut, **errors(*_READ)},
+)
 def call_details(request: HttpRequest, call_id: str) -> HttpResponse:
+    """On demand, for a call settled or not: what the model sees (`modelContent`), the
+    transcript view (`userProjection`), the bounded `tool.updated` state with its `rev`, and
+    the assets keeping the whole output (read them with `GET /assets/{id}`).
+    """
     return json_response(selectors.call_details(request.auth, call_id))
 
 
-@assets_router.get("/assets/{asset_id}", response={200: None, 206: None, **ERRORS})
+@assets_router.get(
+    "/assets/{asset_id}",
+    summary="Read an asset's bytes",
+    response={200: None, 206: None, **errors(*_READ, 409, 416)},
+    openapi_extra={
+        "responses": {200: {"content": {"*/*": _BINARY}}, 206: {"content": {"*/*": _BINARY}}}
+    },
+)
 def get_asset(request: HttpRequest, asset_id: str) -> HttpResponse:
+    """The stored bytes, served only after their SHA-256 was checked (`ETag` and
+    `X-Content-SHA256` carry it). Altered or missing bytes are 409 `asset_corrupt`, and
+    nothing is served.
+
+    One `Range: bytes=start-end` is honoured (206 with `Content-Range`); a range outside the
+    asset is 416. Other ranges get the whole file.
+    """
     asset = selectors.asset_for(request.auth, asset_id)
     path = asset_verify(asset)
     size = asset.size
@@ -219,8 +424,17 @@ class LinesQuery(Schema):
     limit: int = Field(100, ge=1, le=500)
 
 
-@assets_router.get("/assets/{asset_id}/lines", response={200: dict, **ERRORS})
+@assets_router.get(
+    "/assets/{asset_id}/lines",
+    summary="Read a text asset by lines",
+    response={200: LinesPageOut, **errors(*_READ, 409, 422)},
+)
 def get_asset_lines(request: HttpRequest, asset_id: str, query: Query[LinesQuery]) -> HttpResponse:
+    """A page of lines: from the 0-based line `offset`, or without it the last `limit` lines
+    (`limit` 1…500, default 100). A page holds at most 512 KiB of text; `nextOffset` is the
+    first line not returned (null at the end). An offset at or past the end answers an empty
+    page. `path` names the file when the page does not hold it all.
+    """
     asset = selectors.asset_for(request.auth, asset_id)
     path = asset_verify(asset)
     try:

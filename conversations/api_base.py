@@ -1,4 +1,4 @@
-"""The ninja API object: compact JSON in and out, and every error as the spec's JSON body.
+"""The ninja API object: compact JSON in and out, and every error as the JSON error body.
 
 Domain errors are mapped to HTTP here, once.
 """
@@ -6,36 +6,107 @@ Domain errors are mapped to HTTP here, once.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.renderers import BaseRenderer
 from ninja.responses import NinjaJSONEncoder
 
-from projections.units import clean_json
+from projections.units import clean_text
 
 from .auth import BearerAuth, SessionAuth
-from .errors import DomainError, error_body
+from .errors import DomainError, ValidationFailed, error_body
 from .fields import dumps
 from .responses import json_response
 
+# Arrays and objects nest at most this deep in a body (the body itself is level 1): far more
+# than any tool's arguments need, and far below what recursive code (validation, encoding)
+# survives.
+MAX_JSON_DEPTH = 100
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+
+class _Refused(Exception):
+    """A value the body may not hold; ``path`` is collected while unwinding (innermost first)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.path: list[str] = []
+
+
+def _checked(value: Any, depth: int) -> Any:
+    """``value`` with its strings cleaned (lone surrogates and U+0000 become U+FFFD), refusing
+    non-finite numbers and nesting beyond ``MAX_JSON_DEPTH``. One walk for the three."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Refused("number")
+        return value
+    if isinstance(value, dict):
+        if depth > MAX_JSON_DEPTH:
+            raise _Refused("depth")
+        cleaned = {}
+        for key, item in value.items():
+            key = clean_text(key)
+            try:
+                cleaned[key] = _checked(item, depth + 1)
+            except _Refused as exc:
+                exc.path.append(key)
+                raise
+        return cleaned
+    if isinstance(value, list):
+        if depth > MAX_JSON_DEPTH:
+            raise _Refused("depth")
+        items = []
+        for index, item in enumerate(value):
+            try:
+                items.append(_checked(item, depth + 1))
+            except _Refused as exc:
+                exc.path.append(str(index))
+                raise
+        return items
+    return value
+
+
+def _too_deep() -> ValidationFailed:
+    return ValidationFailed(
+        f"The JSON body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels.",
+        field="body",
+    )
 
 
 class StrictJSONParser(Parser):
-    """``json.loads`` refusing ``NaN`` and ``Infinity``, which are not JSON."""
+    """``json.loads`` with the body's limits: lone surrogates and U+0000 become U+FFFD, every
+    number is finite (``NaN``, ``Infinity`` and ``1e999`` cannot be stored: 422 naming the
+    field) and nesting is bounded (422 saying so, not "malformed")."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         if not request.body:
             return None  # no body at all: validation says which field is missing
-        # Lone surrogates and U+0000 become U+FFFD before validation (spec README, "Text").
-        return clean_json(json.loads(request.body, parse_constant=_refuse_constant))
+        try:
+            # NaN and ±Infinity are read as floats so that they are refused like 1e999, with
+            # the field that holds them.
+            value = json.loads(request.body, parse_constant=float)
+        except RecursionError as exc:  # nested beyond what the parser itself follows
+            raise _too_deep() from exc
+        try:
+            return _checked(value, 1)
+        except _Refused as exc:
+            if exc.kind == "depth":
+                raise _too_deep() from None
+            field = ".".join(reversed(exc.path)) or "body"
+            raise ValidationFailed(
+                f"{field}: numbers must be finite (NaN, Infinity and numbers beyond the range "
+                "of a double are refused).",
+                field=field,
+            ) from None
 
 
 class CompactRenderer(BaseRenderer):
@@ -45,6 +116,7 @@ class CompactRenderer(BaseRenderer):
         return dumps(data)
 
 
+@csrf_exempt  # read-only and public: a POST answers 405, not a CSRF page
 def openapi_json(request: HttpRequest) -> HttpResponse:
     """``/api/v1/openapi.json`` as compact JSON, like everything else on the wire (ninja's own
     view indents with spaces)."""
@@ -56,10 +128,41 @@ def openapi_json(request: HttpRequest) -> HttpResponse:
     return HttpResponse(text.encode(), content_type="application/json")
 
 
+API_DESCRIPTION = """\
+The server side of an AI coding-agent platform: the life of every tool call, from the assistant
+message that asks for it, through the permission check, approval or input, execution and
+settlement, to the bounded views of its result. Durable facts are events numbered 1, 2, 3 … per
+conversation; `GET /conversations/{cid}/events` replays them.
+
+**Authentication.** `Authorization: Bearer <token>` (`python manage.py create_token USERNAME`
+prints one), or the session of a browser logged in to the admin, which sends the CSRF token
+(`X-CSRFToken` header) with every write (else 403 `csrf_failed`). A request that sends an
+`Authorization` header is judged by it alone: an invalid token is 401 even with a session.
+A 401 carries `WWW-Authenticate: Bearer`. Another user's resource answers 404, like a missing
+one.
+
+**Bodies** are JSON objects with camelCase keys, at most 1 MiB (413 above). Types are strict: a
+boolean is `true`/`false`, an integer a JSON number without a fraction (`3` or `3.0`, never
+`"3"`). Numbers must be finite (`NaN`, `Infinity`, `1e999` are 422) and arrays and objects may
+nest at most 100 levels deep (422). Unknown fields are 422.
+
+**Errors** are JSON: `{"error": {"code", "message", "field"?}}`, `message` at most 1 KiB. 400
+malformed JSON, 401 no or bad credentials, 403 a missing permission or a failed CSRF check,
+404 missing or not yours, 409 a conflict with recorded state (the code names it), 413 too
+large, 422 a field refused (`field` names it, as a dotted path such as `content.0.arguments`).
+
+**Idempotency.** `messageId`, `inputId` and `requestId` are the client's own keys: the same
+request again answers what was recorded the first time; the same key with other content is 409.
+
+Ids are strings (UUIDs), times ISO 8601 UTC with milliseconds. The conversation list is newest
+first, paged with `limit` and the previous page's `nextCursor`; events are replayed oldest
+first with `after` and the previous page's `nextAfter`.
+"""
+
 api = NinjaAPI(
     title="Toolcore API",
     version="1",
-    description="The server side of an AI coding-agent platform: the life of every tool call.",
+    description=API_DESCRIPTION,
     urls_namespace="api-v1",
     auth=[BearerAuth(), SessionAuth()],
     parser=StrictJSONParser(),
@@ -114,6 +217,8 @@ def _unauthorized(request: HttpRequest, exc: AuthorizationError) -> HttpResponse
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, DomainError):  # the parser's refusal, wrapped by ninja
+        return _domain_error(request, exc.__cause__)
     if exc.status_code == 400 and str(exc).startswith("Cannot parse request body"):
         return json_response(
             error_body("malformed_json", "The request body is not valid JSON."), 400

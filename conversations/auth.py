@@ -17,8 +17,10 @@ from django.db import close_old_connections, connections
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
+from ninja.errors import AuthenticationError
 from ninja.security.base import AuthBase
 
+from .errors import CsrfFailed
 from .models import ApiToken
 
 TOKEN_PREFIX = "tc_"
@@ -71,10 +73,18 @@ def token_authenticate(raw: str) -> ApiToken | None:
 
 
 def bearer_of(request: HttpRequest) -> str | None:
-    header = request.headers.get("Authorization", "")
+    """The bearer token sent, ``""`` when the ``Authorization`` header holds none (another
+    scheme, no token), None when no such header is sent.
+
+    A request that sends credentials is judged by them alone: an invalid header is refused
+    even when a session cookie comes along, on every route alike.
+    """
+    header = request.headers.get("Authorization", "").strip()
+    if not header:
+        return None
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer":
-        return None
+        return ""
     return token.strip()
 
 
@@ -86,26 +96,35 @@ class BearerAuth(AuthBase):
 
     def __call__(self, request: HttpRequest) -> Any:
         token = bearer_of(request)
-        if not token:
-            return None
+        if token is None:
+            return None  # no credentials sent: the session may answer
         row = token_authenticate(token)
         if row is None:
-            return None
+            raise AuthenticationError()  # not the session's turn: the header was refused
         request.api_token = row  # type: ignore[attr-defined]
         request.user = row.user
         return row.user
 
 
-def _csrf_ok(request: HttpRequest) -> bool:
+class _CsrfCheck(CsrfViewMiddleware):
+    """Django's CSRF check answering its reason, instead of rendering and logging a 403 page:
+    the API answers with its own JSON body and logs the refusal once."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> Any:
+        return reason
+
+
+def _csrf_failure(request: HttpRequest) -> str | None:
+    """Why the request fails Django's CSRF check, or None when it passes."""
     if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
-        return True
-    check = CsrfViewMiddleware(lambda req: None)
+        return None
+    check = _CsrfCheck(lambda req: None)
     check.process_request(request)
-    return check.process_view(request, lambda req: None, (), {}) is None
+    return check.process_view(request, lambda req: None, (), {})
 
 
 class SessionAuth(AuthBase):
-    """A logged-in browser session; unsafe methods need the CSRF token."""
+    """A logged-in browser session; unsafe methods need the CSRF token (``403 csrf_failed``)."""
 
     openapi_type = "apiKey"
     openapi_in = "cookie"
@@ -113,8 +132,15 @@ class SessionAuth(AuthBase):
 
     def __call__(self, request: HttpRequest) -> Any:
         user = getattr(request, "user", None)
-        if user is None or not user.is_authenticated or not _csrf_ok(request):
+        if user is None or not user.is_authenticated:
             return None
+        reason = _csrf_failure(request)
+        if reason is not None:
+            raise CsrfFailed(
+                f"CSRF check failed: the CSRF token is missing or wrong ({reason.rstrip('.')}). "
+                "Send the csrftoken cookie's value in the X-CSRFToken header, or use a bearer "
+                "token."
+            )
         return user
 
 

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from projections.units import cut_text
+
 
 class DomainError(Exception):
-    """A refusal the client can act on. ``code`` and ``status`` are the API contract."""
+    """A refusal the client can act on. ``code`` and ``status`` are the API contract.
+
+    Messages and fields often quote user input (ids, values, keys): both are cut to 1 KiB on a
+    code point, so no error answer, frame or log line grows with what a client sent.
+    """
 
     status: int = 409
     code: str = "conflict"
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
+        message = cut_text(message)
         super().__init__(message)
         self.message = message
-        self.field = field
+        self.field = None if field is None else cut_text(field)
 
     def body(self) -> dict[str, Any]:
-        """``{"error": {"code", "message", "field"?}}``: exactly the keys of api.md."""
+        """``{"error": {"code", "message", "field"?}}``: exactly the keys of the error body."""
         return error_body(self.code, self.message, self.field)
 
 
@@ -31,6 +38,18 @@ class ValidationFailed(DomainError):
 
 class Forbidden(DomainError):
     status, code = 403, "forbidden"
+
+
+class CsrfFailed(DomainError):
+    """A session request whose CSRF token is missing or wrong (a bearer token needs none)."""
+
+    status, code = 403, "csrf_failed"
+
+
+class PayloadTooLarge(DomainError):
+    """A body or a record over its byte budget."""
+
+    status, code = 413, "payload_too_large"
 
 
 class MessageConflict(DomainError):
@@ -79,7 +98,8 @@ class AssetCorrupt(DomainError):
 
 
 def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
+    """``{"error": {"code", "message", "field"?}}``, message and field cut to 1 KiB each."""
+    error: dict[str, Any] = {"code": code, "message": cut_text(message)}
     if field is not None:
-        error["field"] = field
+        error["field"] = cut_text(field)
     return {"error": error}

@@ -39,3 +39,15 @@ class PlainFormatter(logging.Formatter):
         if context:
             text += " " + " ".join(f"{k}={v}" for k, v in context.items())
         return text
+
+
+class ApiRefusalFilter(logging.Filter):
+    """Drops Django's own record of a 4xx answer under ``/api/`` ("Not Found: …"): the API logs
+    each refusal once, with its error code (``conversations.middleware``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        path = getattr(getattr(record, "request", None), "path", "")
+        return not (
+            isinstance(status, int) and 400 <= status < 500 and str(path).startswith("/api/")
+        )

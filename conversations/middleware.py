@@ -1,15 +1,22 @@
 """Every answer under ``/api/`` is JSON, also the ones Django produces itself (404, 405, 413, 500).
 
+Every 401 carries ``WWW-Authenticate: Bearer``, and every 4xx is logged here, once: one line with
+method, path, status and code (``conversations.logging.ApiRefusalFilter`` keeps Django's own
+"Not Found"/"Bad Request" lines for these paths out of the log).
+
 Async-capable, so the async turn-barrier view runs without a thread hop.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+
+from projections.units import cut_text
 
 from .errors import error_body
 from .responses import json_response
@@ -51,6 +58,32 @@ def _asjson_response(response: HttpResponse) -> HttpResponse:
     return new
 
 
+def _error_code(response: HttpResponse) -> str:
+    try:
+        return str(json.loads(response.content)["error"]["code"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return "-"
+
+
+def _finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """The answer as sent: JSON errors, the bearer challenge on 401, each refusal logged once."""
+    response = _asjson_response(response)
+    status = response.status_code
+    if status == 401 and not response.has_header("WWW-Authenticate"):
+        response["WWW-Authenticate"] = "Bearer"
+    if 400 <= status < 500:
+        logger.warning(
+            "%s %s %s %s",
+            request.method,
+            cut_text(request.path),
+            status,
+            _error_code(response),
+            extra={"status_code": status},
+        )
+        response._has_been_logged = True  # type: ignore[attr-defined]  # Django's own mark
+    return response
+
+
 class ApiErrorMiddleware:
     sync_capable = True
     async_capable = True
@@ -66,16 +99,18 @@ class ApiErrorMiddleware:
         if not request.path.startswith(API_PREFIX):
             return self.get_response(request)
         early = _too_large(request)
-        return early or _asjson_response(self.get_response(request))
+        return _finish(request, early or self.get_response(request))
 
     async def __acall__(self, request: HttpRequest):
         if not request.path.startswith(API_PREFIX):
             return await self.get_response(request)
         early = _too_large(request)
-        return early or _asjson_response(await self.get_response(request))
+        return _finish(request, early or await self.get_response(request))
 
     def process_exception(self, request: HttpRequest, exception: Exception):
         if not request.path.startswith(API_PREFIX):
             return None
         logger.exception("unhandled error on %s", request.path)
-        return json_response(error_body("internal_error", "Internal server error."), 500)
+        response = json_response(error_body("internal_error", "Internal server error."), 500)
+        response._has_been_logged = True  # type: ignore[attr-defined]  # logged just above
+        return response

@@ -17,6 +17,7 @@ from . import publish
 from .activity import next_ordinal
 from .calls import call_create, command_call_id, model_call_id
 from .events import conversation_lock, event_append
+from .message_limits import message_check
 from .supervision import call_supervise
 from .turns import turn_create, turn_open_find
 
@@ -71,6 +72,7 @@ def message_post(
     content = clean_json(content)  # type: ignore[assignment]
     message_id = clean_text(message_id)
     event_type = E.USER_MESSAGE if role == "user" else E.ASSISTANT_MESSAGE
+    message_check(message_id=message_id, event_type=event_type, content=content)
     try:
         with publish.atomic():
             conversation_lock(conversation_id)

@@ -18,6 +18,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth.models import Permission
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -33,6 +34,7 @@ from conversations.models import (
     Turn,
 )
 from conversations.services.claims import claim_acquire
+from conversations.services.events import event_append
 from conversations.services.messages import message_post
 from conversations.services.publish import conversation_group, unpack
 from conversations.services.settlement import AttemptFile, ClaimGuard, call_settle
@@ -809,13 +811,21 @@ def test_events_pages_are_ascending_and_stop_at_100_events(api, user):
 @pytest.mark.django_db
 def test_events_pages_stay_within_512_kib(api, user):
     """Events of ~150 KiB (multi-byte text) cut pages by bytes; a lone event over the budget
-    still goes in, alone."""
+    (posting refuses such a message now; one stored before that rule) still goes in, alone."""
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     chunk = 'é€😀 " \\ \n\u2028x' * 7000  # ~150 KiB of UTF-8 with characters JSON escapes
     for i in range(7):
         _assistant_text(conversation, turn_id, f"big{i}", f"{i}:" + chunk)
-    _assistant_text(conversation, turn_id, "huge", "H" * (REPLAY_BUDGET_BYTES + 1000))
+    with transaction.atomic():
+        huge = [{"type": "text", "text": "H" * (REPLAY_BUDGET_BYTES + 1000)}]
+        event_append(
+            conversation_id=conversation.pk,
+            type="assistant_message",
+            payload={"messageId": "huge", "content": huge},
+            turn_id=turn_id,
+            message_id="huge",
+        )
     for i in range(3):
         _assistant_text(conversation, turn_id, f"tail{i}", "small")
     pages = _pages(api, conversation)

@@ -109,14 +109,15 @@ def test_malformed_json_is_400(api, target, endpoint):
 @pytest.mark.django_db
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
-def test_nan_and_infinity_are_not_json(api, target, endpoint, literal):
+def test_nan_and_infinity_are_422_naming_the_field(api, target, endpoint, literal):
+    """Not JSON numbers, and not storable: refused like ``1e999``, naming where they stand."""
     url, valid = target.endpoints[endpoint]
     before = target.state()
     key = next(iter(valid))
     raw = json.dumps({**valid, key: "@@"}).replace('"@@"', literal)
-    assert_error(post_raw(api, url, raw), 400, "malformed_json")
+    assert_error(post_raw(api, url, raw), 422, "validation_error", field=key)
     nested = json.dumps({**valid, "extra": ["@@"]}).replace('"@@"', literal)
-    assert_error(post_raw(api, url, nested), 400, "malformed_json")
+    assert_error(post_raw(api, url, nested), 422, "validation_error", field="extra.0")
     assert target.state() == before
 
 
@@ -306,7 +307,7 @@ def test_an_input_resolution_with_bad_answers_is_422_and_records_nothing(api, us
 @pytest.mark.django_db
 def test_big_but_legal_strings_are_accepted(api, target):
     url, valid = target.endpoints["message"]
-    text = "ü" * (400 * 1024)  # 800 KiB of UTF-8, under the 1 MiB body limit
+    text = "ü" * (250 * 1024)  # 500 KiB of UTF-8, under the 512 KiB event budget
     raw = json.dumps({**valid, "content": [{"type": "text", "text": text}]}, ensure_ascii=False)
     response = post_raw(api, url, raw.encode("utf-8"))
     assert response.status_code == 201, response.content[:300]
@@ -424,10 +425,12 @@ def test_the_body_limit_is_inclusive(api, user):
     url = f"{API}/conversations/{conversation.pk}/messages"
 
     def body(message_id: str, size: int) -> bytes:
+        # Padded with JSON whitespace: the body reaches the limit, the message's event stays
+        # far below its own 512 KiB budget.
         shell = json.dumps(
-            {"messageId": message_id, "role": "user", "content": [{"type": "text", "text": ""}]}
+            {"messageId": message_id, "role": "user", "content": [{"type": "text", "text": "y"}]}
         )
-        raw = shell.replace('"text": ""', '"text": "' + "y" * (size - len(shell)) + '"')
+        raw = shell + " " * (size - len(shell))
         assert len(raw) == size
         return raw.encode()
 

@@ -241,9 +241,10 @@ def test_a_huge_bad_regex_gives_a_bounded_reason(api, user):
     assert len(json.dumps(event, ensure_ascii=False).encode()) < 16 * 1024
 
 
-def test_a_900_kb_path_gives_a_bounded_reason_and_a_small_event(api, user):
+def test_a_huge_path_gives_a_bounded_reason_and_a_small_event(api, user):
+    """500 KB: the most a message's event may carry (512 KiB) leaves room for it."""
     conversation = new_conversation(user)
-    (call_id,) = _model_calls(api, conversation, ("read", {"path": "x" * 900_000}))
+    (call_id,) = _model_calls(api, conversation, ("read", {"path": "x" * 500_000}))
     settled = _call(api, call_id)
     assert settled["outcome"] == "failed"
     event = settled["response"]
