@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -18,6 +17,7 @@ from . import selectors
 from .assets import RangeNotSatisfiable, asset_verify, iter_file, parse_range
 from .auth import AsyncAuth
 from .barrier import turn_results_wait
+from .detached import detached
 from .errors import ValidationFailed, error_body
 from .responses import json_response
 from .schemas import (
@@ -129,9 +129,7 @@ def _barrier_scope(user: Any, cid: str, tid: str) -> tuple[Any, Any]:
 async def turn_results(
     request: HttpRequest, cid: str, tid: str, wait: float = Query(0, ge=0, le=60)
 ) -> HttpResponse:
-    conversation_id, turn_id = await sync_to_async(_barrier_scope, thread_sensitive=False)(
-        request.auth, cid, tid
-    )
+    conversation_id, turn_id = await detached(_barrier_scope)(request.auth, cid, tid)
     answer = await turn_results_wait(conversation_id=conversation_id, turn_id=turn_id, wait=wait)
     return json_response(answer)
 

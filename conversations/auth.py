@@ -11,7 +11,6 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
 from django.db import close_old_connections, connections
 from django.http import HttpRequest
@@ -19,6 +18,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from ninja.security.base import AuthBase
 
+from .detached import detached
 from .models import ApiToken
 
 TOKEN_PREFIX = "tc_"
@@ -142,7 +142,7 @@ class AsyncAuth(AuthBase):
     openapi_scheme = "bearer"
 
     async def __call__(self, request: HttpRequest) -> Any:
-        user = await sync_to_async(_authenticate_detached, thread_sensitive=False)(request)
+        user = await detached(_authenticate_detached)(request)
         if user is not None:
             request.user = user
         return user
