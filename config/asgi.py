@@ -8,6 +8,7 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
+from config.hook_thread import SharedHookThread  # noqa: E402
 from config.startup import database_check  # noqa: E402
 
 django_application = get_asgi_application()
@@ -17,6 +18,7 @@ database_check()
 application = ProtocolTypeRouter(
     {
         # Static files (admin, API docs) are served here so one daphne process needs nothing else.
-        "http": ASGIStaticFilesHandler(django_application),
+        # Async views (the turn barrier) share one thread for Django's sync hooks.
+        "http": ASGIStaticFilesHandler(SharedHookThread(django_application)),
     }
 )

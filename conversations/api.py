@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -22,6 +21,7 @@ from . import selectors
 from .assets import RangeNotSatisfiable, asset_verify, iter_file, parse_range
 from .auth import AsyncAuth
 from .barrier import turn_results_wait
+from .detached import detached
 from .errors import ValidationFailed, error_body
 from .responses import json_response
 from .schemas import (
@@ -240,8 +240,8 @@ async def turn_results(
 
     - `{"settled": true, "results": [...], "queue": [...]}`: every call settled. `results`
       are the latest assistant message's calls in `contentIndex` order, with the
-      `modelContent` to send back to the model (a command turn has `results: []`); `queue`
-      holds async-run notices not acknowledged yet.
+      `modelContent` to send back to the model (a command turn's results hold its one call,
+      with `includeInContext`); `queue` holds async-run notices not acknowledged yet.
     - `{"settled": false, "pending": [{"toolCallId", "state"}]}`: calls were still
       unfinished when the wait ended, e.g. one `awaiting_approval` (resolve it with
       `POST /tool-calls/{id}/resolution`) or `ready` for execution. Ask again.
@@ -249,9 +249,7 @@ async def turn_results(
     The wait holds no server thread or database connection. Read-only: any number of clients
     may wait on one turn.
     """
-    conversation_id, turn_id = await sync_to_async(_barrier_scope, thread_sensitive=False)(
-        request.auth, cid, tid
-    )
+    conversation_id, turn_id = await detached(_barrier_scope)(request.auth, cid, tid)
     answer = await turn_results_wait(conversation_id=conversation_id, turn_id=turn_id, wait=wait)
     return json_response(answer)
 

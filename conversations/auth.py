@@ -11,7 +11,6 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
 from django.db import close_old_connections, connections
 from django.http import HttpRequest
@@ -20,6 +19,7 @@ from django.utils import timezone
 from ninja.errors import AuthenticationError
 from ninja.security.base import AuthBase
 
+from .detached import detached
 from .errors import CsrfFailed
 from .models import ApiToken
 
@@ -168,7 +168,7 @@ class AsyncAuth(AuthBase):
     openapi_scheme = "bearer"
 
     async def __call__(self, request: HttpRequest) -> Any:
-        user = await sync_to_async(_authenticate_detached, thread_sensitive=False)(request)
+        user = await detached(_authenticate_detached)(request)
         if user is not None:
             request.user = user
         return user
