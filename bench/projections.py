@@ -43,7 +43,7 @@ from projections.transcript import project_transcript  # noqa: E402
 
 KIB = 1024
 MIB = 1024 * 1024
-# The spec's diagnostic keywords (projections.md, compact_diagnostic).
+# The diagnostic keywords of the process projection (docs/projections.md).
 KEYWORDS = (
     "error",
     "errors",

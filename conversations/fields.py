@@ -1,6 +1,6 @@
 """A JSON field that stores exactly the compact JSON the server sends.
 
-The spec fixes JSON "on the wire and in storage" as ``json.dumps(value, ensure_ascii=False,
+The project fixes JSON on the wire and in storage as ``json.dumps(value, ensure_ascii=False,
 separators=(",", ":"))``. Django's ``JSONField`` writes ``", "``/``": "`` separators and
 ``\\uXXXX`` escapes, and PostgreSQL's ``jsonb`` re-serialises on the way out. This field stores
 the compact text verbatim (``json`` on PostgreSQL, which keeps its input text; ``text`` on
@@ -17,7 +17,7 @@ from django.db import models
 
 
 def dumps(value: Any) -> str:
-    """The compact JSON text of ``value`` (spec README, "JSON on the wire and in storage")."""
+    """The compact JSON text of ``value`` (docs/architecture.md, "Conventions")."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 

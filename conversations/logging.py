@@ -1,6 +1,6 @@
 """Structured log formatters: one JSON object per line in production, readable lines in development.
 
-Both carry the context keys the operations spec names when a log call passes them in ``extra``.
+Both carry the context keys of docs/subsystems/settings.md ("Logs") when a log call passes them in ``extra``.
 """
 
 from __future__ import annotations

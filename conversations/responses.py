@@ -1,4 +1,4 @@
-"""JSON answers as the server sends them: compact, non-ASCII kept (spec README)."""
+"""JSON answers as the server sends them: compact, non-ASCII kept (docs/architecture.md, "Conventions")."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from .models import Asset, Conversation, ConversationEvent, ToolCall
 
 
 def iso(dt: datetime | None) -> str | None:
-    """``2026-11-29T18:00:00.000Z``: UTC with milliseconds (spec README)."""
+    """``2026-11-29T18:00:00.000Z``: UTC with milliseconds (docs/architecture.md, "Conventions")."""
     if dt is None:
         return None
     dt = dt.astimezone(UTC)
@@ -42,7 +42,7 @@ def event_wire(event: ConversationEvent) -> dict[str, Any]:
 
 
 def settled_call_wire(event: ConversationEvent) -> dict[str, Any]:
-    """A settled call as clients see it: ``{id, outcome, response: event}`` (api.md)."""
+    """A settled call as clients see it: ``{id, outcome, response: event}`` (docs/subsystems/api.md)."""
     return {
         "id": str(event.tool_call_id),
         "outcome": event.payload["outcome"],

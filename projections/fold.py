@@ -1,6 +1,6 @@
 """``tool.updated``: the field rules of an update and the fold that is the only way state changes.
 
-Pure Python, no Django (spec projections.md, "`tool.updated` and the fold"). The same fold runs
+Pure Python, no Django (docs/projections.md, "`tool.updated`"; docs/subsystems/activity.md). The same fold runs
 on the server and in every client; tests/projections/vectors/fold.json holds the cases a port
 must pass.
 """
@@ -42,7 +42,7 @@ STATUS_ORDER = (
 )
 STATUSES = frozenset(STATUS_ORDER)
 FINAL_STATUSES = frozenset({"completed", "failed", "declined", "cancelled", "indeterminate"})
-# tools.md, host tool port: final states come only from settling.
+# The host tool port: final states come only from settling.
 HOST_STATUSES = frozenset({"pending", "in_progress"})
 FIELDS = frozenset(
     {
@@ -69,7 +69,7 @@ LOCATIONS_MAX = 16
 PATH_MAX_CODE_POINTS = 1024
 _WHOLE_MAX_BYTES = HEAD + TAIL
 
-# Call states and outcomes (lifecycle.md) as statuses.
+# Call states and outcomes (docs/subsystems/lifecycle.md) as statuses.
 _STATUS_OF_STATE = {
     "supervising": "pending",
     "ready": "pending",
@@ -208,7 +208,7 @@ def validate_tool_update(update: object, *, from_host: bool = False) -> None:
     ``{path, line?}``; ``lineChanges`` ``{added, removed}`` ≥ 0; ``startedAt`` and
     ``finishedAt`` strings; ``interaction`` a JSON object or null; no other key.
 
-    ``from_host`` applies the host tool port's rules (tools.md): no ``rev``, ``status`` only
+    ``from_host`` applies the host tool port's rules (docs/subsystems/activity.md): no ``rev``, ``status`` only
     ``pending`` or ``in_progress``, and ``output`` may also be a plain string holding the whole
     raw output so far, which the caller hands to the per-turn tracker (projections/tracker.py).
     """

@@ -1,4 +1,4 @@
-"""Frame budgets of history pages, snapshots and replay pages (spec projections.md).
+"""Frame budgets of history pages, snapshots and replay pages (docs/projections.md, "Frame budgets and replay pages").
 
 History page or snapshot ``tools`` list::
 
@@ -22,7 +22,7 @@ a selector may hand over a lazy queryset of the whole history. A record is a map
 sent (in page order), and never for a call that only carries a marker. Only the keys ``input``,
 ``inputOmitted`` and ``output`` of a payload are used; they are merged into the state.
 
-Rules (the spec's; choices where it is silent are marked *choice*):
+Rules (the contract's; choices where it is silent are marked *choice*):
 
 - At most ``limit`` (1…100) items.
 - Payloads go in newest first while the sum of ``payload_bytes`` stays ≤ 262,144. With ``room``
@@ -70,7 +70,7 @@ REPLAY_MAX_EVENTS = 100
 REPLAY_BUDGET_BYTES = 524288
 
 PAYLOAD_KEYS = ("input", "inputOmitted", "output")
-# The reserve the spec takes from a shrunk output's budget for the payload's keys.
+# The reserve the contract takes from a shrunk output's budget for the payload's keys.
 SHRINK_RESERVE_BYTES = 64
 HISTORY_OVERHEAD_BYTES = len(json.dumps({"items": [], "nextCursor": None}, separators=(",", ":")))
 _NULL_BYTES = 4
@@ -89,7 +89,7 @@ class FramePage:
 
     items: list[dict[str, Any]]
     next_cursor: Any
-    payload_bytes: int  # payload JSON bytes sent, counted as the spec says (≤ 262,144)
+    payload_bytes: int  # payload JSON bytes sent, counted as the contract says (≤ 262,144)
     frame_bytes: int  # an upper bound of the frame's JSON size (≤ 917,504 unless one item)
     loaded_ids: tuple[Any, ...]  # what the loader was asked for
 
@@ -201,7 +201,7 @@ def _plan(
 
 
 def _smallest_cut(payload_bytes: int) -> int:
-    """The JSON size of the smallest payload the spec's cut can produce (input dropped, output
+    """The JSON size of the smallest payload the contract's cut can produce (input dropped, output
     emptied, every byte counted as omitted). The cut is applied whenever this fits the room,
     and then always fits it; below it the call gets a marker, decided before anything is
     loaded, so the loader still runs only for calls that are sent."""
@@ -258,7 +258,7 @@ def _build_item(p: _Planned, payloads: Mapping[Any, Mapping[str, Any]]) -> tuple
 
 
 def _fit_payload(payload: dict[str, Any], room: int) -> dict[str, Any] | None:
-    """The spec's cut of the first call that does not fit whole, checked to fit ``room``."""
+    """The contract's cut of the first call that does not fit whole, checked to fit ``room``."""
     for keep_input in (True, False):
         fitted: dict[str, Any] = {}
         input_bytes = 0

@@ -1,9 +1,9 @@
-"""Log paging: a text file read by lines, one page at a time (spec tools.md, "Log paging").
+"""Log paging: a text file read by lines, one page at a time (docs/subsystems/api.md, "Log pages").
 
 Pure Python and the standard library only, so the API views of assets, async runs and
 launches can all call :func:`read_page` with plain arguments.
 
-Lines follow the spec README ("Units and text"): a text with k ``\\n`` has k lines when it
+Lines follow docs/architecture.md ("Conventions"): a text with k ``\\n`` has k lines when it
 ends with ``\\n``, else k + 1; the empty text has 0 lines; ``\\r\\n`` is one break whose ``\\r``
 is not part of the line; a lone ``\\r`` stays in its line. Lines leave decoded as UTF-8 with
 replacement and U+0000 replaced by U+FFFD. Both budgets count that decoded text, the text that

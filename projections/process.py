@@ -3,7 +3,7 @@
 ``project_process`` is the model text of a process result whose interleaved output is the file it
 is handed: the output itself when it fits the ``process_diagnostics`` inline budget, otherwise a
 summary of at most 16 lines and 4,000 UTF-8 bytes naming the file's absolute path.
-``projections.result`` re-exports it (the spec names that module as the exporter).
+``projections.result`` re-exports it (the module the model projection is exported from).
 
 ``project_process`` reads its file once, in ``CHUNK_BYTES`` chunks, keeping the line count, the
 size, the first 2 lines, the last 11 lines and the last 11 diagnostic lines (each as its first
@@ -14,18 +14,18 @@ line numbers, the word-boundary regex confirms each candidate line; a line still
 of a chunk is carried as its start plus a 32-byte window, so a keyword cut by a boundary (or deep
 in a 64 MiB line) is still matched. Memory: about two chunks, whatever the file's size.
 
-Rules resolved where the spec leaves room:
+Rules resolved where the contract leaves room (docs/projections.md):
 
-* Lines follow the spec README: ``k`` newlines make ``k`` lines when the text ends with ``\\n``,
+* Lines follow docs/architecture.md ("Conventions"): ``k`` newlines make ``k`` lines when the text ends with ``\\n``,
   else ``k + 1``; the empty text has 0 lines; a lone ``\\r`` is no break.
 * "A trailing ``\\r`` is removed" removes one ``\\r`` (``a\\r\\r\\n`` shows ``a\\r``).
 * The diagnostic regex runs on the lower-cased raw bytes of each line; with ``re.ASCII`` this is
-  the same test as the spec's ``re.IGNORECASE | re.ASCII`` search on the decoded line (ASCII
+  the same test as the contract's ``re.IGNORECASE | re.ASCII`` search on the decoded line (ASCII
   bytes decode to themselves, every other byte or code point is a non-word character either
   way).
-* ``Output: 1 lines`` keeps the spec's fixed wording. ``timeout_seconds``, ``signal`` and
+* ``Output: 1 lines`` keeps the contract's fixed wording. ``timeout_seconds``, ``signal`` and
   ``exit_code`` are printed as given.
-* If dropping every line in the spec's order still does not fit (a path of ~3,800 bytes), the
+* If dropping every line in the contract's order still does not fit (a path of ~3,800 bytes), the
   file's last line goes too; the path is never cut, so only such a path can make the summary
   pass 4,000 bytes.
 """
@@ -63,7 +63,7 @@ _WINDOW_BYTES = 32  # > the longest keyword (18) + 1 byte of context before it
 # reject costs a few microseconds, the regex pass ~30 ms per MiB, so they break even near here.
 _REJECTS_BEFORE_REGEX = 2048
 
-# The spec's regex, run on lower-cased bytes (see the module docstring).
+# The contract's regex, run on lower-cased bytes (see the module docstring).
 _DIAGNOSTIC = re.compile(
     rb"\b(?:error|errors|warn|warning|fatal|fail|failed|failure|exception|traceback|panic"
     rb"|denied|timeout|timed out|segmentation fault)\b"
@@ -292,7 +292,7 @@ def project_process(
 ) -> str:
     """The model text of a process result whose interleaved output is the file at ``path``.
 
-    Exactly the spec's process contract: the output itself (plus the status sentence when one
+    Exactly the process contract of docs/projections.md: the output itself (plus the status sentence when one
     is needed) when it has ≤ 84 lines and ≤ 12,000 bytes and capture did not stop; otherwise a
     summary of ≤ 16 lines and ≤ 4,000 UTF-8 bytes naming ``path`` as given. One streaming pass,
     memory bounded whatever the file's size.

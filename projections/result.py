@@ -1,17 +1,17 @@
-"""Model projection: the text the model sees of a tool result (spec projections.md).
+"""Model projection: the text the model sees of a tool result (docs/projections.md).
 
 A result within its profile's inline budget is returned unchanged, without a path; otherwise the
 profile's strategy summarises it within the overflow budget and names the absolute path of the
 whole. Pure Python, no Django, no I/O except streaming the one file ``project_process`` is handed.
 
-Process results follow the spec's process contract in ``projections/process.py``;
+Process results follow the process contract in ``projections/process.py``;
 ``project_process`` and its public constants (``CHUNK_BYTES``, ``LINE_KEEP_BYTES``, …) are
 re-exported here. The re-exported constants are copies: to change the streaming pass (a test's
 chunk size), patch ``projections.process``.
 
-Counting and rules resolved where the spec leaves room:
+Counting and rules resolved where the contract leaves room:
 
-* Lines follow the spec README: ``k`` newlines make ``k`` lines when the text ends with ``\\n``,
+* Lines follow docs/architecture.md ("Conventions"): ``k`` newlines make ``k`` lines when the text ends with ``\\n``,
   else ``k + 1``; the empty text has 0 lines; a lone ``\\r`` is no break. When a line-based
   strategy shows lines it drops the ``\\r`` of a ``\\r\\n`` break (it belongs to the break, not to
   the line) and joins the shown lines with ``\\n``.
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from projections.process import (  # re-exported: the spec names result.py as the exporter
+from projections.process import (  # re-exported: result.py is the model projection's one entry
     CHUNK_BYTES,
     DIAGNOSTIC_LINES,
     ENTRY_MAX_BYTES,
@@ -94,7 +94,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Profile:
-    """A result policy of the spec table: inline budget, overflow budget and strategy.
+    """A result policy of the table in docs/projections.md: inline budget, overflow budget and strategy.
 
     ``inline_items`` / ``overflow_items`` are ``None`` where the table says "–".
     ``artifact_index`` marks ``conservative_fallback``, whose ``head`` adds the artifact index.
@@ -221,7 +221,7 @@ def project_terminal(
     """The ``terminal_outcome`` text of a settled outcome, within 40 lines and 4,000 bytes.
 
     ``outcome`` is ``denied``, ``cancelled``, ``indeterminate`` or ``failed``; ``reason``
-    defaults per the spec table (``failed`` requires the error message; a user denial passes
+    defaults per that table (``failed`` requires the error message; a user denial passes
     ``"Approval denied."``); ``resource`` (the command, or the path) is left out when ``None``.
     """
     if outcome not in _TERMINAL:

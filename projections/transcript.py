@@ -1,4 +1,4 @@
-"""Transcript projection: the few lines a tool card shows (spec projections.md).
+"""Transcript projection: the few lines a tool card shows (docs/projections.md).
 
 ``project_transcript`` returns exactly::
 
@@ -6,7 +6,7 @@
      "previewOverflow": {"hidden": int, "noun": "line" | "item",
                          "direction": "head" | "tail"} | None}
 
-Rules (the spec's, plus the choices it leaves open, marked *choice*):
+Rules (the contract's, plus the choices it leaves open, marked *choice*):
 
 - At most 6 entries per preview. ``argsPreview`` is, for ``bash``, the first lines of
   ``arguments["command"]``; for any other tool (or a ``bash`` call without a string command) one
@@ -21,7 +21,7 @@ Rules (the spec's, plus the choices it leaves open, marked *choice*):
   ``***``. *Choice:* this applies to argument values (and keys), command lines and result
   entries alike, and also to a user part without ``:`` (``https://TOKEN@host`` is a credential
   too). Masking happens before any cut, so a cut never reveals part of a credential.
-- Lines follow the spec README: ``\\r\\n`` is one break; a lone ``\\r`` is not a break and stays in
+- Lines follow docs/architecture.md ("Conventions"): ``\\r\\n`` is one break; a lone ``\\r`` is not a break and stays in
   its line. *Choice:* a ``\\r`` at the very end of the text (no ``\\n`` after it) is therefore kept.
 - ``resultPreview``: ``bash`` shows the last lines of ``result_text`` (``direction: tail``);
   ``read`` and other tools the first lines of ``result_text`` (the rendered result);

@@ -38,7 +38,7 @@ def size_words(n: int) -> str:
 
 
 def clean_text(text: str) -> str:
-    """``text`` with lone surrogates and U+0000 replaced by U+FFFD (spec README, "Text")."""
+    """``text`` with lone surrogates and U+0000 replaced by U+FFFD (docs/architecture.md, "Conventions")."""
     if _UNSAFE.search(text) is None:
         return text
     return _UNSAFE.sub("\ufffd", text)

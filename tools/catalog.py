@@ -37,7 +37,7 @@ class ToolSpec:
     risk: str
     default_decision: str
     profile: str
-    # tool.updated kind (projections.md): read, edit, search, execute, think, other …
+    # tool.updated kind (docs/projections.md): read, edit, search, execute, think, other …
     kind: str = "other"
     suspending: bool = False
     core: bool = True

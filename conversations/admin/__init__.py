@@ -1,4 +1,4 @@
-"""The admin for support staff (spec operations.md, "Admin (for support staff)").
+"""The admin for support staff (docs/subsystems/settings.md, "Admin").
 
 Every row here changes only through the services: the forms are read-only, and the actions
 (cancel, release a claim, recovery sweep, revoke, verify) call a service and report with

@@ -153,7 +153,7 @@ def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> li
 
 def _command_body(turn: Turn, *, repeated: bool = False) -> dict[str, Any]:
     """The answer of a ``!command``: the call as created; repeated once the call settled, the
-    settled call with its response (lifecycle.md: "once settled, its response")."""
+    settled call with its response (docs/subsystems/lifecycle.md, "User commands")."""
     call_id = command_call_id(turn.conversation_id, turn.input_id or "")
     if repeated:
         response = ConversationEvent.objects.filter(tool_call_id=call_id).first()

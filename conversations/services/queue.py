@@ -1,4 +1,4 @@
-"""The queue: async-run notices the client has not acknowledged (docs/subsystems/async-runs.md)."""
+"""The queue: async-run notices the client has not acknowledged (docs/subsystems/async_runs.md)."""
 
 from __future__ import annotations
 

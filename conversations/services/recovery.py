@@ -1,5 +1,5 @@
 """Recovery: what a crash or an expired claim left behind is moved on
-(docs/subsystems/claims-and-recovery.md).
+(docs/subsystems/claims_and_recovery.md).
 
 Runs at worker start and every lease period; ``python manage.py recover`` runs it once.
 """

@@ -1,4 +1,4 @@
-"""The REST API through the real URL conf (spec api.md): owner scoping, authentication and the
+"""The REST API through the real URL conf (docs/subsystems/api.md): owner scoping, authentication and the
 behaviour of every conversation, call and asset endpoint."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ ERROR_KEYS = {"code", "message", "field"}
 
 
 def assert_error(response, status: int, code: str, *, field: Any = ...) -> dict[str, Any]:
-    """The spec's error body: exactly ``{"error": {"code", "message", "field"?}}``, JSON."""
+    """The error body: exactly ``{"error": {"code", "message", "field"?}}``, JSON."""
     assert response.status_code == status, (response.status_code, response.content[:500])
     assert response["Content-Type"] == "application/json"
     body = json.loads(response.content)
@@ -184,7 +184,7 @@ def world_state(world: World) -> dict[str, Any]:
     }
 
 
-# Every route of api.md's REST table that conversations/api.py serves, with a valid body.
+# Every route of docs/subsystems/api.md's table that conversations/api.py serves, with a valid body.
 ROUTES: list[tuple[str, str, Any]] = [
     ("get", "/conversations/{cid}", None),
     ("delete", "/conversations/{cid}", None),
@@ -956,7 +956,7 @@ def test_resolution_needs_run_commands_for_bash(api, user):
 
 @pytest.mark.django_db
 def test_deny_needs_no_permission_and_settles_denied(api, user):
-    """Only approving an execute tool needs tools.run_commands (lifecycle.md, "Interactions")."""
+    """Only approving an execute tool needs tools.run_commands (docs/subsystems/interactions.md)."""
     _, call_id, url = bash_awaiting_approval(user)
     deny = {"requestId": "r1", "kind": "approval", "decision": "deny"}
     response = api.post_json(url, deny)

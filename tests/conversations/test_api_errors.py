@@ -1,5 +1,5 @@
-"""Bad input through the REST API (spec api.md, "Errors"): always a 4xx JSON error body of the
-spec's shape, never a 500 and never a partial write."""
+"""Bad input through the REST API (docs/subsystems/api.md, "Errors"): always a 4xx JSON error body of the
+documented shape, never a 500 and never a partial write."""
 
 from __future__ import annotations
 
@@ -320,7 +320,7 @@ def test_big_but_legal_strings_are_accepted(api, target):
 
 @pytest.mark.django_db
 def test_lone_surrogates_in_a_message_are_stored_as_replacement_characters(api, user):
-    """``"\\ud800"`` is valid JSON text; the server keeps U+FFFD in its place (spec README)."""
+    """``"\\ud800"`` is valid JSON text; the server keeps U+FFFD in its place (docs/architecture.md, "Conventions")."""
     conversation = new_conversation(user)
     url = f"{API}/conversations/{conversation.pk}/messages"
     raw = (

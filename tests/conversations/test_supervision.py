@@ -142,7 +142,7 @@ def test_path_rules_match_the_resolved_path(user, settings):
     )
     assert decision.decision == "deny"
     assert decision.as_supervision()["rule"]["scope"] == "global"
-    # The port as tools.md writes it: the conversation resolves the workspace, the tool by name.
+    # The port as docs/subsystems/supervision.md writes it: the conversation resolves the workspace, the tool by name.
     decision, reason, rule = evaluate(conversation, "read", {"path": "src/../secrets/key"})
     assert (decision, reason) == ("deny", "Denied by permission policy.")
     assert rule.pattern == f"{workspace}/secrets/*"

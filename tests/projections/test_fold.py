@@ -1,4 +1,4 @@
-"""projections/fold.py: the field rules of ``tool.updated`` and the fold (projections.md)."""
+"""projections/fold.py: the field rules of ``tool.updated`` and the fold (docs/projections.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Frame budgets (spec projections.md, "Frame budgets")."""
+"""Frame budgets (docs/projections.md, "Frame budgets and replay pages")."""
 
 from __future__ import annotations
 

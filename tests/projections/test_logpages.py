@@ -1,4 +1,4 @@
-"""Log paging (spec tools.md, "Log paging"; README, "Units and text")."""
+"""Log paging (docs/subsystems/api.md, "Log pages"; docs/architecture.md, "Conventions")."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def test_profiles_are_the_spec_table():
 
 
 def test_result_exports_the_process_contract():
-    # The spec names result.py as the exporter of project_process; it lives in process.py.
+    # result.py exports project_process; it lives in process.py.
     assert result.project_process is process.project_process
     assert (result.CHUNK_BYTES, result.LINE_KEEP_BYTES) == (
         process.CHUNK_BYTES,
@@ -114,7 +114,7 @@ def test_tail_keeps_whole_lines_from_the_end():
 
 def test_delegated_reports_show_a_short_head_and_name_the_report():
     rows = numbered_rows(61)
-    report = "/data/conversations/c1/calls/k1/attempts/1/report.md"
+    report = "/data/conversations/c1/calls/k1/attempts/1/report.html"
     out = project_text("\n".join(rows), profile="delegated_reports", path=report)
     assert out == "\n".join([*rows[:11], f"Showing lines 1-11 of 61. Full result: {report}."])
     wide = numbered_rows(10, width=600)  # 10 lines but 6,010 bytes
@@ -144,12 +144,12 @@ def test_a_first_line_too_long_for_the_budget_is_cut():
 
 
 ARTIFACTS = [
-    {"label": "report.md", "kind": "report", "size": 1234, "path": "/data/a/report.md"},
+    {"label": "report.html", "kind": "report", "size": 1234, "path": "/data/a/report.html"},
     {"label": "shot.png", "kind": "image", "size": 1, "path": "/data/a/shot.png"},
 ]
 INDEX = [
     "Artifacts:",
-    "- report.md (report, 1.2 KiB): /data/a/report.md",
+    "- report.html (report, 1.2 KiB): /data/a/report.html",
     "- shot.png (image, 1 byte): /data/a/shot.png",
     "Inspect them with read or grep; do not rerun the tool.",
 ]

@@ -104,7 +104,7 @@ def test_bound_tail_never_starts_before_the_head_ends():
 
 @PROPERTY
 @given(long_text())
-def test_bound_agrees_with_the_spec(text):
+def test_bound_agrees_with_the_reference(text):
     out = bound_tool_output(text)
     assert out == ref_bound(text)
     if "tail" in out:

@@ -1,4 +1,4 @@
-"""projections/tracker.py: hosts that resend whole outputs get append deltas (projections.md)."""
+"""projections/tracker.py: hosts that resend whole outputs get append deltas (docs/projections.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Transcript projection (spec projections.md, "Transcript projection")."""
+"""Transcript projection (docs/projections.md, "Transcript projection")."""
 
 from __future__ import annotations
 
