@@ -324,11 +324,14 @@ def get_call(request: HttpRequest, call_id: str) -> HttpResponse:
 def resolve_call(request: HttpRequest, call_id: str, payload: ResolutionIn) -> HttpResponse:
     """Resolves what the call awaits and answers the recorded resolution.
 
-    - `{"requestId", "kind": "approval", "decision": "allow" | "deny", "persist"?}` for a
-      call `awaiting_approval`. Allowing moves it to `ready` for execution; denying settles
-      it `denied`. `persist: true` with `allow` also saves a rule allowing the same command
-      (or path) in this conversation. Approving a tool that executes commands (`bash`) needs
-      the permission `tools.run_commands` (else 403 `forbidden`); denying needs none.
+    - `{"requestId", "kind": "approval", "decision": "allow" | "deny", "persist"?, "rule"?}`
+      for a call `awaiting_approval`. Allowing moves it to `ready` for execution; denying
+      settles it `denied`. `persist: true` with `allow` also saves one of the request's
+      `suggestedRules` as a rule of this conversation: the one `rule` names (its index, 0 for
+      the first, or its `pattern`; 422 naming `rule` when none matches), else the first (the
+      exact command or path, glob characters escaped). Approving a tool that runs programs
+      (`bash`, host tools) needs the permission `tools.run_commands` (else 403 `forbidden`);
+      denying needs none.
     - `{"requestId", "kind": "input", "value": {"answers": {questionId: answer}}}` for a call
       `awaiting_input`: every question answered, a list only where the question allows
       several answers (else 422 naming `value.answers.<id>`). It settles `completed`.
@@ -341,6 +344,8 @@ def resolve_call(request: HttpRequest, call_id: str, payload: ResolutionIn) -> H
     call, _ = selectors.call_for(request.auth, call_id)
     target = call.pk if call is not None else call_id
     resolution = payload.model_dump(exclude={"requestId"})
+    if resolution.get("rule", 0) is None:
+        del resolution["rule"]  # recorded only when the client named one
     answer = call_resolve(
         call_id=target, user=request.auth, request_id=payload.requestId, resolution=resolution
     )

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, WithJsonSchema
 
 _ID = Annotated[str, Field(min_length=1, max_length=255)]
 
@@ -27,6 +27,17 @@ def _integral(value: Any) -> Any:
 # or a boolean: what the OpenAPI type ``integer`` says. Written after the constraints, e.g.
 # ``Annotated[StrictInt, Field(ge=0), INTEGRAL]``, so that they show in the schema.
 INTEGRAL = BeforeValidator(_integral)
+
+
+def _rule_choice(value: Any) -> Any:
+    """A suggested rule named by its index (an integer ≥ 0, ``1.0`` too) or its pattern (a
+    string of 1 to 1,024 characters); one error naming ``rule`` for anything else."""
+    value = _integral(value)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    if isinstance(value, str) and 0 < len(value) <= 1024:
+        return value
+    raise ValueError("rule is the index of a suggested rule (0, 1, …) or its pattern")
 
 
 class In(Schema):
@@ -100,6 +111,23 @@ class ApprovalIn(In):
     kind: Literal["approval"]
     decision: Literal["allow", "deny"]
     persist: StrictBool = False
+    rule: Annotated[
+        int | str | None,
+        BeforeValidator(_rule_choice),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "integer", "minimum": 0},
+                    {"type": "string", "minLength": 1, "maxLength": 1024},
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = Field(
+        None,
+        description="With `persist: true`: which of the request's `suggestedRules` to save, "
+        "by its index (0 is the first) or its `pattern`. Without it, the first.",
+    )
 
 
 class InputIn(In):
@@ -281,7 +309,7 @@ class ResolutionOut(Out):
     toolCallId: str
     requestId: str
     resolution: dict[str, Any] = Field(
-        description="`{kind, decision, persist}` or `{kind, value}`."
+        description="`{kind, decision, persist, rule?}` or `{kind, value}`."
     )
     resolvedBy: str | None = Field(description="Username of the resolving user.")
 

@@ -1123,6 +1123,44 @@ def test_approve_with_persist_saves_a_conversation_rule(api, user):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("rule", [1, 1.0, "git *"], ids=["index", "integral-float", "pattern"])
+def test_persist_may_name_the_suggested_rule_to_save(api, user, rule):
+    grant_run_commands(user)
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(
+        conversation, turn_id, ("bash", {"command": "git log -1"})
+    ).call_ids
+    suggested = ToolCall.objects.get(pk=call_id).interaction["request"]["suggestedRules"]
+    assert [s["pattern"] for s in suggested] == ["git log -1", "git *"]
+    approve = {"requestId": "r1", "kind": "approval", "decision": "allow", "persist": True}
+    answer = api.post_json(f"{API}/tool-calls/{call_id}/resolution", {**approve, "rule": rule})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["resolution"]["rule"] == rule
+    assert PermissionRule.objects.get().pattern == "git *"
+    (next_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "git diff"})).call_ids
+    assert state_of(next_id) == "ready"  # the wider rule allows other git commands
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("rule", [2, "rm *", -1, True, ""])
+def test_a_rule_that_names_no_suggestion_is_422_and_records_nothing(api, user, rule):
+    grant_run_commands(user)
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(
+        conversation, turn_id, ("bash", {"command": "git log -1"})
+    ).call_ids
+    body = {"requestId": "r1", "kind": "approval", "decision": "allow", "persist": True}
+    answer = api.post_json(f"{API}/tool-calls/{call_id}/resolution", {**body, "rule": rule})
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["error"]["field"] == "rule"
+    call = ToolCall.objects.get(pk=call_id)
+    assert (call.state, call.resolution) == ("awaiting_approval", None)
+    assert not PermissionRule.objects.exists()
+
+
+@pytest.mark.django_db
 def test_cancel_one_call(api, user):
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
