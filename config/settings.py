@@ -171,22 +171,23 @@ else:
         DATA_DIR.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         _refuse("DATA_DIR", f"cannot create {DATA_DIR}: {exc.strerror}")
-    _sqlite_options = {
-        # IMMEDIATE takes the write lock at BEGIN, so concurrent writers queue instead of
-        # failing on lock upgrade; WAL lets readers go on while one writer writes.
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "toolcore.sqlite3",
-            "OPTIONS": _sqlite_options,
             # The test database is a file too, so tests exercise WAL and IMMEDIATE.
             # Per process, so concurrent test runs on one machine do not share a database.
             "TEST": {"NAME": str(DATA_DIR / f"test-toolcore-{os.getpid()}.sqlite3")},
         }
+    }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Whichever way SQLite is chosen (the default, or a sqlite:// DATABASE_URL): IMMEDIATE
+    # takes the write lock at BEGIN, so concurrent writers queue instead of failing on lock
+    # upgrade (settlement relies on it); WAL lets readers go on while one writer writes.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -173,7 +173,7 @@ CORE_TOOLS: dict[str, ToolSpec] = {
             name="async_bash_logs",
             schema=_object(
                 {
-                    "id": {"type": "string", "format": "uuid", "minLength": 1},
+                    "id": {"type": "string", "format": "uuid"},
                     "stream": {"enum": ["output", "stdout", "stderr"]},
                     "offset": {"type": "integer", "minimum": 0},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 500},
@@ -187,7 +187,7 @@ CORE_TOOLS: dict[str, ToolSpec] = {
         ),
         ToolSpec(
             name="async_bash_kill",
-            schema=_object({"id": {"type": "string", "minLength": 1}}, ["id"]),
+            schema=_object({"id": {"type": "string", "format": "uuid"}}, ["id"]),
             risk="execute",
             default_decision="allow",
             profile="mutation_acknowledgement",
@@ -239,7 +239,10 @@ def validate_arguments(spec: ToolSpec, arguments: Any) -> None:
     the tool refuses; its message is at most ``REASON_MAX_BYTES`` and never quotes a value."""
     validator = _VALIDATORS.get(spec.name)
     if validator is None or not spec.core:
-        validator = Draft202012Validator(spec.schema)
+        # Formats are asserted (a run's id is a UUID), not only annotations.
+        validator = Draft202012Validator(
+            spec.schema, format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
         if spec.core:
             _VALIDATORS[spec.name] = validator
     errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(e.path), e.message))

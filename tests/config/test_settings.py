@@ -53,6 +53,15 @@ def test_debug_on_and_nothing_else_set_means_sqlite_wal_immediate_and_the_in_mem
     )
 
 
+def test_a_sqlite_database_url_gets_wal_and_immediate_too(tmp_path):
+    result = _settings(tmp_path, DEBUG="1", DATABASE_URL=f"sqlite:///{tmp_path}/other.sqlite3")
+    assert result.returncode == 0, result.stderr
+    assert '"engine": "django.db.backends.sqlite3"' in result.stdout
+    assert (
+        "'transaction_mode': 'IMMEDIATE'" in result.stdout and "journal_mode=WAL" in result.stdout
+    )
+
+
 def test_database_and_redis_urls_switch_to_postgresql_with_a_pool_and_redis(tmp_path):
     result = _settings(
         tmp_path,
