@@ -140,9 +140,12 @@ def call_resolve(
         _check_approval(call, resolution, user)
     else:
         _check_input(call, resolution.get("value"))
-    stored = ToolCall.objects.filter(
-        pk=call.pk, state=call.state, generation=call.generation, resolution__isnull=True
-    ).update(resolution=resolution, resolution_request_id=request_id, resolved_by=user)
+    with publish.atomic():
+        stored = ToolCall.objects.filter(
+            pk=call.pk, state=call.state, generation=call.generation, resolution__isnull=True
+        ).update(resolution=resolution, resolution_request_id=request_id, resolved_by=user)
+        if stored:
+            call_moved(call)  # tool_call.changed: the row now holds the resolution
     if not stored:  # resolved, moved or settled meanwhile: answer from the fresh row
         return call_resolve(
             call_id=call_id, user=user, request_id=request_id, resolution=resolution

@@ -333,3 +333,36 @@ def test_a_cancel_after_a_recorded_but_unapplied_resolution_drops_it(runner):
     assert payload["interaction"]["kind"] == "approval"  # the question asked stays
     with pytest.raises(NotAwaiting):
         call_resolve(call_id=call_id, user=runner, request_id="r1", resolution=DENY)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_recording_a_resolution_publishes_the_changed_row(runner, settings):
+    """Every change of an unfinished row is published: the recorded resolution, then the move
+    it led to, then the runner's (none for bash: it stays ready)."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from conversations.services.publish import conversation_group, unpack
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    conversation, call_id = _bash(runner, "make build")
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(conversation_group(conversation.pk), channel)
+    call_resolve(call_id=call_id, user=runner, request_id="r1", resolution=ALLOW)
+
+    async def drain():
+        got = []
+        while True:
+            try:
+                got.extend(unpack(await asyncio.wait_for(layer.receive(channel), 0.3)))
+            except TimeoutError:
+                return got
+
+    changed = [m["call"] for m in async_to_sync(drain)() if m["type"] == "tool_call.changed"]
+    assert [(c["state"], c["resolution"]) for c in changed] == [
+        ("awaiting_approval", ALLOW),
+        ("ready", ALLOW),
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
@@ -100,3 +101,66 @@ def test_publisher_coalesces_a_burst_and_loses_nothing():
     assert flat == list(range(900))
     assert len(received) < 300  # fewer sends than commits
     assert burst.dropped == 0
+
+
+# --- The collector around a transaction --------------------------------------------------------
+
+
+def _joined(group: str):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group, channel)
+    return layer, channel
+
+
+def _received(layer, channel) -> list[dict]:
+    return [m for sent in async_to_sync(_receive_all)(layer, channel, 0.3) for m in unpack(sent)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_publishes_once_committed_in_order_one_batch_per_group(settings):
+    from conversations.services import publish
+
+    settings.CHANNEL_LAYERS = IN_MEMORY
+    layer, channel = _joined("conv.c1")
+    with publish.atomic():
+        publish.later("conv.c1", {"type": "t", "n": 1})
+        publish.later("turn.t1", {"type": "t", "n": 2})
+        publish.later("conv.c1", {"type": "t", "n": 3})
+        assert _received(layer, channel) == []  # nothing before the commit
+    sent = async_to_sync(_receive_all)(layer, channel, 0.3)
+    assert sent == [
+        {"type": BATCH_TYPE, "messages": [{"type": "t", "n": 1}, {"type": "t", "n": 3}]}
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_transaction_or_savepoint_publishes_nothing_of_it(settings):
+    from django.db import transaction
+
+    from conversations.services import publish
+
+    settings.CHANNEL_LAYERS = IN_MEMORY
+    layer, channel = _joined("conv.c1")
+    with pytest.raises(RuntimeError), publish.atomic():
+        publish.later("conv.c1", {"type": "t", "n": 1})
+        raise RuntimeError("rolled back")
+    assert _received(layer, channel) == []
+    with publish.atomic():
+        publish.later("conv.c1", {"type": "t", "n": 2})
+        with pytest.raises(RuntimeError), transaction.atomic():  # a savepoint
+            publish.later("conv.c1", {"type": "t", "n": 3})
+            raise RuntimeError("savepoint rolled back")
+        with publish.atomic():  # nested: the outer collector sends it
+            publish.later("conv.c1", {"type": "t", "n": 4})
+    assert [m["n"] for m in _received(layer, channel)] == [2, 4]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_message_goes_at_once(settings):
+    from conversations.services import publish
+
+    settings.CHANNEL_LAYERS = IN_MEMORY
+    layer, channel = _joined("conv.c1")
+    publish.later("conv.c1", {"type": "t", "n": 1})
+    assert _received(layer, channel) == [{"type": "t", "n": 1}]
