@@ -74,16 +74,28 @@ def report_recovery(modeladmin: admin.ModelAdmin, request: HttpRequest, actions:
 
 
 def release_claims(modeladmin: admin.ModelAdmin, request: HttpRequest, call_ids: list[Any]) -> None:
-    """Recovery for each call, treating a running call's claim as expired (``force``)."""
-    done, idle = [], 0
+    """Recovery for each call whose claim expired. A live claim is left to its worker, which
+    still renews it: releasing it would throw away a result that is on its way."""
+    done, live, idle = [], [], 0
     for call_id in call_ids:
-        action = recover_call(call_id=call_id, force=True)
-        if action is None:
-            idle += 1
-        else:
+        action = recover_call(call_id=call_id)
+        if action is not None:
             done.append(str(action))
+            continue
+        claim = ExecutionClaim.objects.filter(call_id=call_id).first()
+        summary = claim_summary(claim)
+        if summary is not None and not summary["expired"]:
+            live.append(f"{call_id} ({summary['lease_left']} s left, {claim.worker})")
+        else:
+            idle += 1
     if done:
         modeladmin.message_user(request, "Released: " + "; ".join(done), messages.SUCCESS)
+    if live:
+        modeladmin.message_user(
+            request,
+            "Not released, the claim is live (its worker renews it): " + "; ".join(live),
+            messages.WARNING,
+        )
     if idle:
         modeladmin.message_user(
             request,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import factory
@@ -412,7 +413,22 @@ def test_cancel_settles_the_call(staff, world):
     assert "Cancelled: 1 cancelled." in sent_messages(response)
 
 
+def _expire(call_id) -> None:
+    ExecutionClaim.objects.filter(call_id=call_id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+
+def test_a_live_claim_is_not_released(staff, world):
+    response = run_action(staff, ToolCall, "release_expired_claims", [world.running_id])
+    assert response.status_code == 302
+    assert ToolCall.objects.get(pk=world.running_id).state == "running"
+    assert ExecutionClaim.objects.filter(call_id=world.running_id).exists()
+    assert any("the claim is live" in text for text in sent_messages(response))
+
+
 def test_release_claim_settles_a_running_call_indeterminate(staff, world):
+    _expire(world.running_id)
     response = run_action(staff, ToolCall, "release_expired_claims", [world.running_id])
     assert response.status_code == 302
     assert not ToolCall.objects.filter(pk=world.running_id).exists()
@@ -423,6 +439,7 @@ def test_release_claim_settles_a_running_call_indeterminate(staff, world):
 
 
 def test_release_from_the_claims_changelist(staff, world):
+    _expire(world.running_id)
     response = run_action(staff, ExecutionClaim, "release_expired_claims", [world.running_id])
     assert response.status_code == 302
     assert (
