@@ -78,13 +78,13 @@ def _recover_running(call: ToolCall) -> Action | None:
     return None
 
 
-def recover_call(*, call_id: UUID | str, force: bool = False) -> Action | None:
-    """Recover one call; ``force`` treats a running call's claim as expired (admin release)."""
+def recover_call(*, call_id: UUID | str) -> Action | None:
+    """Recover one call: move on what a crash or an expired claim left behind."""
     call = ToolCall.objects.filter(pk=call_id).first()
     if call is None:
         return None
     try:
-        if call.state == S.RUNNING and (force or _expired_claim(call)):
+        if call.state == S.RUNNING and _expired_claim(call):
             return _recover_running(call)
         if call.state in (S.AWAITING_APPROVAL, S.AWAITING_INPUT) and call.resolution is not None:
             result = resolution_apply(call_id=call.pk)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from datetime import timedelta
 from typing import Any
 
-from conversations.models import Turn
+from django.utils import timezone
+
+from conversations.models import ExecutionClaim, Turn
 from conversations.services.conversations import conversation_create
 from conversations.services.messages import message_post
 
@@ -46,3 +49,11 @@ def assistant_calls(
         turn_id=turn_id,
         content=content,
     )
+
+
+def expire_claim(call_id):
+    """Let the call's claim run out (its worker died): recovery may take the call back."""
+    ExecutionClaim.objects.filter(call_id=call_id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    return call_id

@@ -12,7 +12,7 @@ from conversations.services.claims import claim_acquire
 from conversations.services.recovery import recover_all, recover_call
 from conversations.services.settlement import ClaimGuard, call_settle
 
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, expire_claim, new_conversation, open_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -24,9 +24,7 @@ def _running(user, tool_name: str, arguments: dict):
     (call_id,) = assistant_calls(conversation, turn_id, (tool_name, arguments)).call_ids
     claim = claim_acquire(call_id=call_id, worker="w-dead")
     assert claim is not None
-    ExecutionClaim.objects.filter(call_id=call_id).update(
-        expires_at=timezone.now() - timedelta(seconds=1)
-    )
+    expire_claim(call_id)
     return call_id, claim
 
 
@@ -59,9 +57,7 @@ def test_after_max_attempts_a_replay_safe_call_settles_failed(user, settings):
     call_id, _ = _running(user, "ls", {})
     assert str(recover_call(call_id=call_id)).endswith("back to ready (attempt 2)")
     claim_acquire(call_id=call_id, worker="w-dead-again")
-    ExecutionClaim.objects.filter(call_id=call_id).update(
-        expires_at=timezone.now() - timedelta(seconds=1)
-    )
+    expire_claim(call_id)
     action = recover_call(call_id=call_id)
     assert str(action) == f"{call_id}: settled failed (attempts exhausted)"
     payload = _response(call_id)

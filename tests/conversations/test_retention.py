@@ -16,7 +16,7 @@ from conversations.services.recovery import recover_call
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_dir, conversation_dir
 
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, expire_claim, new_conversation, open_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +50,7 @@ def test_purge_orphans_removes_lost_attempts_and_keeps_the_rest(user):
     lost_dir = attempt_dir(conversation.pk, lost, first.generation)
     lost_dir.mkdir(parents=True)
     (lost_dir / "stdout.txt").write_text("partial")
-    recover_call(call_id=lost, force=True)  # replay-safe: back to ready
+    recover_call(call_id=expire_claim(lost))  # replay-safe: back to ready
     second = claim_acquire(call_id=lost, worker="w2")  # the next attempt is g2: g1 is an orphan
     assert second.generation == first.generation + 1
     claim = claim_acquire(call_id=kept, worker="w")

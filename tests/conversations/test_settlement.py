@@ -17,7 +17,7 @@ from conversations.services.settlement import ClaimGuard, GenerationGuard, call_
 from conversations.storage import absolute_from_data, attempt_dir
 from projections.fold import status_for_state
 
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, expire_claim, new_conversation, open_turn
 
 
 def _ready_host_call(user):
@@ -63,7 +63,9 @@ def test_settle_appends_one_response_deletes_row_and_links_assets(user):
 def test_stale_generation_is_refused_and_leaves_nothing(user):
     conversation, call_id = _ready_host_call(user)
     first = claim_acquire(call_id=call_id, worker="w1")
-    assert recover_call(call_id=call_id, force=True) is not None  # host tool: settles indeterminate
+    assert (
+        recover_call(call_id=expire_claim(call_id)) is not None
+    )  # host tool: settles indeterminate
     assert ConversationEvent.objects.filter(tool_call_id=call_id).count() == 1
     with pytest.raises(StaleClaim):
         call_settle(
@@ -158,7 +160,7 @@ def test_late_writer_of_an_old_generation_cannot_touch_the_winners_files(user, s
     # A replay-safe tool so recovery re-queues instead of settling: use the core `ls`.
     ToolCall.objects.filter(pk=call_id).update(tool_name="ls", arguments={})
     old = claim_acquire(call_id=call_id, worker="w-old")
-    recover_call(call_id=call_id, force=True)
+    recover_call(call_id=expire_claim(call_id))
     assert ToolCall.objects.get(pk=call_id).state == "ready"
     new = claim_acquire(call_id=call_id, worker="w-new")
     assert new.generation == old.generation + 1
