@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from conversations.models import ApiToken, Conversation, ConversationEvent, ToolCall, Turn
 from tools.models import PermissionRule
 
-from .helpers import assistant_calls, new_conversation, open_turn
-from .test_api import (
+from .api_helpers import (
     API,
     assert_error,
     awaiting_input_call,
@@ -25,6 +24,7 @@ from .test_api import (
     grant_run_commands,
     world_state,
 )
+from .helpers import assistant_calls, new_conversation, open_turn
 
 MIB = 1024 * 1024
 

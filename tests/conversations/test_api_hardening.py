@@ -19,8 +19,7 @@ from projections.frames import REPLAY_BUDGET_BYTES
 from projections.units import REASON_MAX_BYTES
 
 from ..conftest import ApiClient
-from .helpers import new_conversation, open_turn
-from .test_api import (
+from .api_helpers import (
     API,
     assert_error,
     awaiting_input_call,
@@ -29,6 +28,7 @@ from .test_api import (
     grant_run_commands,
     world_state,
 )
+from .helpers import new_conversation, open_turn
 
 MAX_DEPTH = 100  # arrays and objects in a body, the body itself counting 1
 

@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
+from .api_helpers import API, bash_awaiting_approval, build_world, grant_run_commands, settle_host
 from .helpers import assistant_calls, new_conversation, open_turn
-from .test_api import API, bash_awaiting_approval, build_world, grant_run_commands, settle_host
 
 BINARY = {"type": "string", "format": "binary"}
 

@@ -1,0 +1,205 @@
+"""/conversations/{cid}/messages and /commands: turns open, calls are created, repeats answer
+the record (docs/subsystems/lifecycle.md, "Creating calls")."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from conversations.models import (
+    ConversationEvent,
+    ToolCall,
+    Turn,
+)
+from conversations.shapes import iso
+
+from .api_helpers import API, ISO_MS, assert_error, events_of, outcome_of, settle_host, state_of
+from .helpers import new_conversation, open_turn
+
+# --- 3. messages -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_user_message_opens_a_turn_and_repeats_answer_the_recorded_body(api, user):
+    conversation = new_conversation(user)
+    url = f"{API}/conversations/{conversation.pk}/messages"
+    message = {"messageId": "u1", "role": "user", "content": [{"type": "text", "text": "hi"}]}
+    first = api.post_json(url, message)
+    assert first.status_code == 201
+    body = first.json()
+    assert set(body) == {"event", "turnId", "toolCalls"}
+    assert body["toolCalls"] == []
+    event = body["event"]
+    assert set(event) == {"sequence", "type", "turnId", "toolCallId", "payload", "createdAt"}
+    assert event["sequence"] == 1 and event["type"] == "user_message"
+    assert event["payload"] == {"messageId": "u1", "content": message["content"]}
+    assert event["turnId"] == body["turnId"] and event["toolCallId"] is None
+    assert ISO_MS.match(event["createdAt"])
+    assert Turn.objects.get(pk=body["turnId"]).status == "open"
+
+    # The same message again, while its own turn is open: recognised first, 200, same body.
+    again = api.post_json(url, message)
+    assert again.status_code == 200
+    assert again.json() == body
+    assert again.content == first.content
+    assert events_of(conversation) == [(1, "user_message")]
+
+    # Another content under the same messageId: a conflict, nothing appended.
+    other = {**message, "content": [{"type": "text", "text": "changed"}]}
+    assert_error(api.post_json(url, other), 409, "message_conflict")
+    as_assistant = {**message, "role": "assistant", "turnId": body["turnId"]}
+    assert_error(api.post_json(url, as_assistant), 409, "message_conflict")
+
+    # A new user message while the turn is open.
+    second = {"messageId": "u2", "role": "user", "content": []}
+    assert_error(api.post_json(url, second), 409, "turn_open")
+    assert events_of(conversation) == [(1, "user_message")]
+    conversation.refresh_from_db()
+    assert conversation.last_sequence == 1
+    assert api.get(f"{API}/conversations/{conversation.pk}").json()["lastSequence"] == 1
+
+
+@pytest.mark.django_db
+def test_assistant_message_needs_the_open_turn(api, user):
+    conversation = new_conversation(user)
+    url = f"{API}/conversations/{conversation.pk}/messages"
+    text = [{"type": "text", "text": "answer"}]
+    no_turn = {"messageId": "a0", "role": "assistant", "content": text}
+    assert_error(api.post_json(url, no_turn), 409, "turn_not_open")
+    turn_id = open_turn(conversation)
+    assert_error(api.post_json(url, no_turn), 409, "turn_not_open")
+    wrong = {**no_turn, "turnId": str(uuid.uuid4())}
+    assert_error(api.post_json(url, wrong), 409, "turn_not_open")
+    right = {**no_turn, "turnId": turn_id}
+    assert api.post_json(url, right).status_code == 201
+    end = api.post_json(f"{API}/conversations/{conversation.pk}/turns/{turn_id}/end", {})
+    assert end.status_code == 200
+    # Once the turn ended, a new assistant message is refused, a repeat is still recognised.
+    assert_error(
+        api.post_json(url, {**right, "messageId": "a1"}), 409, "turn_not_open", field="turnId"
+    )
+    assert api.post_json(url, right).status_code == 200
+
+
+@pytest.mark.django_db
+def test_assistant_message_creates_calls_and_is_idempotent(api, user):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    url = f"{API}/conversations/{conversation.pk}/messages"
+    message = {
+        "messageId": "a1",
+        "role": "assistant",
+        "turnId": turn_id,
+        "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_call", "id": "p1", "name": "bash", "arguments": {"command": "ls"}},
+            {"type": "tool_call", "id": "p2", "name": "notes", "arguments": {"q": 1}},
+            {"type": "tool_call", "id": "p3", "name": "read", "arguments": {"path": 5}},
+        ],
+    }
+    first = api.post_json(url, message)
+    assert first.status_code == 201
+    body = first.json()
+    assert body["turnId"] == turn_id
+    assert body["event"]["type"] == "assistant_message"
+    calls = body["toolCalls"]
+    assert [(c["providerCallId"], c["contentIndex"], c["toolName"], c["state"]) for c in calls] == [
+        ("p1", 1, "bash", "supervising"),
+        ("p2", 2, "notes", "supervising"),
+        ("p3", 3, "read", "supervising"),
+    ]
+    for call in calls:
+        assert set(call) == {"id", "providerCallId", "contentIndex", "toolName", "state"}
+    bash, notes, bad_read = (c["id"] for c in calls)
+    assert state_of(bash) == "awaiting_approval"
+    assert state_of(notes) == "ready"
+    assert state_of(bad_read) is None and outcome_of(bad_read) == "failed"
+
+    # The calls moved on; the repeat answers the body recorded the first time.
+    again = api.post_json(url, message)
+    assert again.status_code == 200
+    assert again.json() == body
+    assert ToolCall.objects.filter(conversation=conversation).count() == 2
+    changed = {**message, "content": message["content"][:2]}
+    assert_error(api.post_json(url, changed), 409, "message_conflict")
+    assert [t for _, t in events_of(conversation)] == [
+        "user_message",
+        "assistant_message",
+        "tool_call_response",
+    ]
+
+
+# --- 3. commands -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_commands_open_their_own_turn_and_are_deduplicated(api, user):
+    conversation = new_conversation(user)
+    url = f"{API}/conversations/{conversation.pk}/commands"
+    command = {"inputId": "in-1", "command": "echo hi", "includeInContext": False}
+    first = api.post_json(url, command)
+    assert first.status_code == 201
+    body = first.json()
+    assert set(body) == {"turnId", "toolCall"}
+    call = body["toolCall"]
+    assert call["toolName"] == "bash" and call["state"] == "supervising"
+    # ask counts as allow for a command the user typed.
+    assert state_of(call["id"]) == "ready"
+    turn = Turn.objects.get(pk=body["turnId"])
+    assert turn.origin == "command" and turn.status == "open"
+
+    again = api.post_json(url, command)
+    assert again.status_code == 200
+    assert again.json() == body
+    assert_error(api.post_json(url, {**command, "command": "rm -rf /"}), 409, "command_conflict")
+    # Another command (or a user message) while the command's turn is open.
+    assert_error(api.post_json(url, {**command, "inputId": "in-2"}), 409, "turn_open")
+    message = {"messageId": "u", "role": "user", "content": []}
+    assert_error(
+        api.post_json(f"{API}/conversations/{conversation.pk}/messages", message), 409, "turn_open"
+    )
+
+    # Once the call settles the turn ends (reason command); the repeat answers 200 with the
+    # settled call and its response.
+    settle_host(call["id"], text="hi")
+    turn.refresh_from_db()
+    assert turn.status == "ended"
+    ended = ConversationEvent.objects.get(conversation=conversation, type="turn_ended")
+    assert ended.payload == {"turnId": body["turnId"], "reason": "command"}
+    repeat = api.post_json(url, command)
+    assert repeat.status_code == 200
+    response = ConversationEvent.objects.get(tool_call_id=call["id"])
+    assert repeat.json() == {
+        "turnId": body["turnId"],
+        "toolCall": {
+            "id": call["id"],
+            "outcome": "completed",
+            "response": {
+                "sequence": response.sequence,
+                "type": "tool_call_response",
+                "turnId": body["turnId"],
+                "toolCallId": call["id"],
+                "payload": response.payload,
+                "createdAt": iso(response.created_at),
+            },
+        },
+    }
+    assert repeat.json()["toolCall"] == api.get(f"{API}/tool-calls/{call['id']}").json()
+    assert_error(api.post_json(url, {**command, "command": "other"}), 409, "command_conflict")
+    # A new command is accepted now.
+    again = {"inputId": "in-3", "command": "pwd", "includeInContext": True}
+    assert api.post_json(url, again).status_code == 201
+
+
+@pytest.mark.django_db
+def test_a_command_while_a_user_turn_is_open_is_turn_open(api, user):
+    conversation = new_conversation(user)
+    open_turn(conversation)
+    url = f"{API}/conversations/{conversation.pk}/commands"
+    assert_error(
+        api.post_json(url, {"inputId": "i", "command": "ls", "includeInContext": True}),
+        409,
+        "turn_open",
+    )
+    assert not ToolCall.objects.filter(conversation=conversation).exists()

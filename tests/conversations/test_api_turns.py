@@ -1,0 +1,184 @@
+"""Turns over the API: cancel, end, the queue and the turn barrier
+(docs/subsystems/turn_barrier.md)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conversations.models import (
+    ConversationEvent,
+    ToolCall,
+    Turn,
+)
+from conversations.services.claims import claim_acquire
+
+from .api_helpers import API, assert_error, events_of, grant_run_commands, outcome_of, settle_host
+from .helpers import assistant_calls, new_conversation, open_turn
+
+# --- 3. turns ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_turn_cancel_settles_open_calls_and_leaves_the_turn_open(api, user):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    ready, bash, running = assistant_calls(
+        conversation, turn_id, ("notes", {}), ("bash", {"command": "ls"}), ("notes", {"n": 2})
+    ).call_ids
+    claim_acquire(call_id=running, worker="w")
+    url = f"{API}/conversations/{conversation.pk}/turns/{turn_id}/cancel"
+    response = api.post_json(url)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["turnId"] == turn_id
+    assert sorted((r["toolCallId"], r["outcome"]) for r in body["results"]) == sorted(
+        [(str(ready), "cancelled"), (str(bash), "cancelled"), (str(running), "indeterminate")]
+    )
+    assert not ToolCall.objects.filter(turn_id=turn_id).exists()
+    assert Turn.objects.get(pk=turn_id).status == "open"
+    assert not ConversationEvent.objects.filter(type="turn_ended").exists()
+    # Still open: the model may go on, a new user message may not.
+    message = {"messageId": "u9", "role": "user", "content": []}
+    assert_error(
+        api.post_json(f"{API}/conversations/{conversation.pk}/messages", message), 409, "turn_open"
+    )
+    more = {"messageId": "a9", "role": "assistant", "turnId": turn_id, "content": []}
+    assert api.post_json(f"{API}/conversations/{conversation.pk}/messages", more).status_code == 201
+    # Nothing open: an empty result.
+    assert api.post_json(url).json() == {"turnId": turn_id, "results": []}
+
+
+@pytest.mark.django_db
+def test_turn_end_settles_then_appends_exactly_one_turn_ended(api, user):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    ready, bash = assistant_calls(
+        conversation, turn_id, ("notes", {}), ("bash", {"command": "ls"})
+    ).call_ids
+    url = f"{API}/conversations/{conversation.pk}/turns/{turn_id}/end"
+    response = api.post_json(url, {"reason": "stopped"})
+    assert response.status_code == 200
+    assert response.json() == {"turnId": turn_id, "status": "ended"}
+    types = [t for _, t in events_of(conversation)]
+    assert types == [
+        "user_message",
+        "assistant_message",
+        "tool_call_response",
+        "tool_call_response",
+        "turn_ended",
+    ]
+    assert outcome_of(ready) == "cancelled" and outcome_of(bash) == "cancelled"
+    ended = ConversationEvent.objects.get(conversation=conversation, type="turn_ended")
+    assert ended.payload == {"turnId": turn_id, "reason": "stopped"}
+    assert Turn.objects.get(pk=turn_id).status == "ended"
+    last = events_of(conversation)
+    for body in ({}, {"reason": "completed"}, None):
+        again = api.post_json(url, body)
+        assert again.status_code == 200
+        assert again.json() == {"turnId": turn_id, "status": "ended"}
+    assert events_of(conversation) == last
+    # A new turn may open now; its end defaults to reason completed.
+    new_turn = open_turn(conversation)
+    end = api.post_json(f"{API}/conversations/{conversation.pk}/turns/{new_turn}/end")
+    assert end.status_code == 200
+    latest = ConversationEvent.objects.filter(type="turn_ended").order_by("-sequence").first()
+    assert latest.payload == {"turnId": new_turn, "reason": "completed"}
+
+
+@pytest.mark.django_db
+def test_queue_ack_is_idempotent_on_an_empty_queue(api, user):
+    conversation = new_conversation(user)
+    open_turn(conversation)
+    url = f"{API}/conversations/{conversation.pk}/queue/ack"
+    first = api.post_json(url, {"upTo": 1})
+    assert first.status_code == 200
+    assert first.json()["queue"] == []
+    assert api.post_json(url, {"upTo": 1}).json() == first.json()
+
+
+# --- 3. the turn barrier -------------------------------------------------------------------------
+
+
+def _results(api, conversation, turn_id, wait: float = 0):
+    response = api.get(f"{API}/conversations/{conversation.pk}/turns/{turn_id}/results?wait={wait}")
+    assert response.status_code == 200, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    return response.json()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_turn_barrier_through_the_api(api, user):
+    grant_run_commands(user)
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    assert _results(api, conversation, turn_id) == {"settled": True, "results": [], "queue": []}
+
+    posted = assistant_calls(
+        conversation,
+        turn_id,
+        ("notes", {"n": 1}),
+        ("read", {"path": 5}),
+        ("notes", {"n": 3}),
+        ("bash", {"command": "ls"}),
+        text="Working on it.",
+    )
+    first_notes, bad_read, second_notes, bash = (str(i) for i in posted.call_ids)
+    started = time.monotonic()
+    pending = _results(api, conversation, turn_id, wait=0)
+    assert time.monotonic() - started < 2
+    assert pending["settled"] is False
+    assert set(pending) == {"settled", "pending"}
+    assert sorted((p["toolCallId"], p["state"]) for p in pending["pending"]) == sorted(
+        [(first_notes, "ready"), (second_notes, "ready"), (bash, "awaiting_approval")]
+    )
+
+    started = time.monotonic()
+    waited = _results(api, conversation, turn_id, wait=0.5)
+    assert waited["settled"] is False
+    assert time.monotonic() - started >= 0.45
+
+    # Settle out of order; approve and run the bash call.
+    settle_host(second_notes, text="three")
+    approve = {"requestId": "r", "kind": "approval", "decision": "allow"}
+    assert api.post_json(f"{API}/tool-calls/{bash}/resolution", approve).status_code == 200
+    settle_host(bash, text="listing")
+    assert [p["toolCallId"] for p in _results(api, conversation, turn_id)["pending"]] == [
+        first_notes
+    ]
+    settle_host(first_notes, text="one")
+
+    started = time.monotonic()
+    done = _results(api, conversation, turn_id, wait=10)
+    assert time.monotonic() - started < 5
+    assert done["settled"] is True and done["queue"] == []
+    assert set(done) == {"settled", "results", "queue"}
+    assert [r["contentIndex"] for r in done["results"]] == [1, 2, 3, 4]
+    assert [r["toolCallId"] for r in done["results"]] == [first_notes, bad_read, second_notes, bash]
+    assert [r["outcome"] for r in done["results"]] == [
+        "completed",
+        "failed",
+        "completed",
+        "completed",
+    ]
+    for result, block in zip(done["results"], posted.body["toolCalls"], strict=True):
+        assert set(result) == {
+            "toolCallId",
+            "providerCallId",
+            "contentIndex",
+            "toolName",
+            "outcome",
+            "modelContent",
+        }
+        assert result["providerCallId"] == block["providerCallId"]
+        assert result["toolName"] == block["toolName"]
+        assert isinstance(result["modelContent"], list) and result["modelContent"]
+
+    # Only the latest assistant message's calls count.
+    (later,) = assistant_calls(conversation, turn_id, ("notes", {"n": 9})).call_ids
+    assert _results(api, conversation, turn_id)["settled"] is False
+    settle_host(later, text="nine")
+    latest = _results(api, conversation, turn_id)
+    assert [r["toolCallId"] for r in latest["results"]] == [str(later)]
+    assert latest["results"][0]["contentIndex"] == 0
