@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from .middleware import SyncAndAsyncMiddleware
 from .responses import json_response
 
 HEALTHZ_PATH = "/healthz"
@@ -21,7 +22,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
     return json_response({"status": "ok"})
 
 
-class HealthzMiddleware:
+class HealthzMiddleware(SyncAndAsyncMiddleware):
     """Answers ``/healthz`` whatever the ``Host`` header; every other URL keeps host validation.
 
     A load balancer probes by IP address, which ``ALLOWED_HOSTS`` does not list, so this sits
@@ -29,25 +30,8 @@ class HealthzMiddleware:
     nothing about the site, so it needs no host check.
     """
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest):
-        if iscoroutinefunction(self.get_response):
-            return self.__acall__(request)
-        if request.path_info == HEALTHZ_PATH:
-            return healthz(request)
-        return self.get_response(request)
-
-    async def __acall__(self, request: HttpRequest):
-        if request.path_info == HEALTHZ_PATH:
-            return healthz(request)
-        return await self.get_response(request)
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        return healthz(request) if request.path_info == HEALTHZ_PATH else None
 
 
 async def _layer_round_trip() -> None:

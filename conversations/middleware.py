@@ -84,7 +84,11 @@ def _finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     return response
 
 
-class ApiErrorMiddleware:
+class SyncAndAsyncMiddleware:
+    """A middleware that runs the way the chain does, sync or async, with no thread hop (the
+    turn barrier's async view stays async). Subclasses say what to answer at once
+    (``before``: a response, or None to go on) and what to make of the answer (``after``)."""
+
     sync_capable = True
     async_capable = True
 
@@ -93,19 +97,30 @@ class ApiErrorMiddleware:
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
 
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        return response
+
     def __call__(self, request: HttpRequest):
         if iscoroutinefunction(self.get_response):
             return self.__acall__(request)
-        if not request.path.startswith(API_PREFIX):
-            return self.get_response(request)
-        early = _too_large(request)
-        return _finish(request, early or self.get_response(request))
+        return self.after(request, self.before(request) or self.get_response(request))
 
     async def __acall__(self, request: HttpRequest):
-        if not request.path.startswith(API_PREFIX):
-            return await self.get_response(request)
-        early = _too_large(request)
-        return _finish(request, early or await self.get_response(request))
+        return self.after(request, self.before(request) or await self.get_response(request))
+
+
+class ApiErrorMiddleware(SyncAndAsyncMiddleware):
+    """Under ``/api/``: bodies over the limit refused before parsing, every error as JSON, the
+    bearer challenge on 401, each refusal logged once, no 500 without a JSON body."""
+
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        return _too_large(request) if request.path.startswith(API_PREFIX) else None
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        return _finish(request, response) if request.path.startswith(API_PREFIX) else response
 
     def process_exception(self, request: HttpRequest, exception: Exception):
         if not request.path.startswith(API_PREFIX):
