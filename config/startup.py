@@ -55,7 +55,7 @@ def database_check(alias: str = DEFAULT_DB_ALIAS) -> None:
 
 
 def _postgresql_failure(alias: str) -> str | None:
-    import psycopg
+    import psycopg  # here: the SQLite default need not pay for loading the driver at start
 
     # A direct connection, not the pool: the pool would retry for its whole timeout.
     params = connections[alias].get_connection_params()

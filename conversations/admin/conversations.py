@@ -9,6 +9,8 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
+from tools.models import AsyncRun, PermissionRule
+
 from ..models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
 from ..services.conversations import conversation_delete
 from .common import ExactSearchMixin, ReadOnlyAdmin, RowColumnsMixin, changelist_url
@@ -20,8 +22,6 @@ def _links(targets: list[tuple[str, str]]) -> str:
 
 
 def conversation_links(conversation_id: Any) -> str:
-    from tools.models import AsyncRun, PermissionRule
-
     cid = {"conversation__id__exact": conversation_id}
     targets = [
         ("events", changelist_url(ConversationEvent, **cid)),
