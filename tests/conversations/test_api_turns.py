@@ -182,3 +182,61 @@ def test_turn_barrier_through_the_api(api, user):
     latest = _results(api, conversation, turn_id)
     assert [r["toolCallId"] for r in latest["results"]] == [str(later)]
     assert latest["results"][0]["contentIndex"] == 0
+
+
+@pytest.mark.django_db(transaction=True)  # the barrier reads in its own threads
+@pytest.mark.parametrize("how", ["call cancel", "turn cancel", "turn end", "denied"])
+@pytest.mark.parametrize("include", [True, False])
+def test_a_command_turn_ends_with_its_call_and_its_results_hold_it(api, user, how, include):
+    """Whatever settles a command's call, its turn ends (``reason: command``), the response
+    says ``includeInContext`` and the turn's results hold the call with it."""
+    from tools.models import PermissionRule
+
+    conversation = new_conversation(user)
+    if how == "denied":
+        PermissionRule.objects.create(tool_name="bash", pattern="rm *", decision="deny")
+    body = {"inputId": "in-1", "command": "rm -rf build", "includeInContext": include}
+    posted = api.post_json(f"{API}/conversations/{conversation.pk}/commands", body).json()
+    turn_id, call_id = posted["turnId"], posted["toolCall"]["id"]
+    base = f"{API}/conversations/{conversation.pk}/turns/{turn_id}"
+    if how == "call cancel":
+        assert api.post_json(f"{API}/tool-calls/{call_id}/cancel").status_code == 200
+    elif how == "turn cancel":
+        assert api.post_json(f"{base}/cancel").json()["results"] == [
+            {"toolCallId": call_id, "outcome": "cancelled"}
+        ]
+    elif how == "turn end":
+        ended = api.post_json(f"{base}/end", {"reason": "stopped"})
+        assert ended.json() == {"turnId": turn_id, "status": "ended"}
+    outcome = "denied" if how == "denied" else "cancelled"
+    assert [t for _, t in events_of(conversation)] == ["tool_call_response", "turn_ended"]
+    ended_event = ConversationEvent.objects.get(conversation=conversation, type="turn_ended")
+    assert ended_event.payload == {"turnId": turn_id, "reason": "command"}
+    response = ConversationEvent.objects.get(tool_call_id=call_id).payload
+    assert (response["outcome"], response["includeInContext"]) == (outcome, include)
+    results = _results(api, conversation, turn_id)
+    assert results["settled"] is True
+    (entry,) = results["results"]
+    assert (entry["toolCallId"], entry["outcome"], entry["includeInContext"]) == (
+        call_id,
+        outcome,
+        include,
+    )
+    assert entry["providerCallId"] == "" and entry["contentIndex"] is None
+    # The conversation is free for the next turn.
+    user_turn = {"messageId": "u-next", "role": "user", "content": [{"type": "text", "text": "hi"}]}
+    assert (
+        api.post_json(f"{API}/conversations/{conversation.pk}/messages", user_turn).status_code
+        == 201
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_call_result_has_no_include_in_context(api, user):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, ("notes", {})).call_ids
+    settle_host(call_id, text="done")
+    (entry,) = _results(api, conversation, turn_id)["results"]
+    assert "includeInContext" not in entry
+    assert "includeInContext" not in ConversationEvent.objects.get(tool_call_id=call_id).payload
