@@ -11,9 +11,8 @@ from django.db import connection, connections
 from django.test import AsyncClient
 
 from conversations.auth import token_create
-from conversations.services.claims import claim_acquire
-from conversations.services.settlement import ClaimGuard, call_settle
 
+from .barrier_helpers import settle
 from .helpers import assistant_calls, new_conversation, open_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,20 +47,6 @@ class BearerAsyncClient(AsyncClient):
         )
 
 
-def _settle(call_id, text: str) -> None:
-    try:
-        claim = claim_acquire(call_id=call_id, worker="w")
-        call_settle(
-            call_id=call_id,
-            outcome="completed",
-            guard=ClaimGuard(claim.token, claim.generation),
-            result={"content": [{"type": "text", "text": text}]},
-            text=text,
-        )
-    finally:
-        connections.close_all()
-
-
 async def test_wait_zero_answers_at_once_with_the_pending_calls(user):
     call_ids, url, client = await sync_to_async(_setup)(user)
     loop = asyncio.get_running_loop()
@@ -79,10 +64,10 @@ async def test_returns_when_the_last_call_settles_not_before(user):
     call_ids, url, client = await sync_to_async(_setup)(user)
     waiter = asyncio.create_task(client.get(url, {"wait": 30}))
     await asyncio.sleep(0.3)
-    await sync_to_async(_settle, thread_sensitive=False)(call_ids[1], "second")
+    await sync_to_async(settle, thread_sensitive=False)(call_ids[1], "second")
     await asyncio.sleep(0.5)
     assert not waiter.done(), "answered while a call was still unfinished"
-    await sync_to_async(_settle, thread_sensitive=False)(call_ids[0], "first")
+    await sync_to_async(settle, thread_sensitive=False)(call_ids[0], "first")
     response = await asyncio.wait_for(waiter, timeout=10)
     body = response.json()
     assert body["settled"] is True
@@ -124,6 +109,6 @@ async def test_fifty_waiters_hold_no_threads_or_connections(user):
     busy = await sync_to_async(_open_connections, thread_sensitive=False)()
     if busy >= 0:  # PostgreSQL: count the other sessions on the test database
         assert busy < 20
-    await sync_to_async(_settle, thread_sensitive=False)(call_ids[0], "done")
+    await sync_to_async(settle, thread_sensitive=False)(call_ids[0], "done")
     responses = await asyncio.wait_for(asyncio.gather(*waiters), timeout=20)
     assert all(r.status_code == 200 and r.json()["settled"] for r in responses)
