@@ -1,0 +1,71 @@
+"""What a handler gets and gives: the interface between the worker and the tools it runs.
+
+A handler is ``async def handler(ctx: CallContext) -> HandlerResult``. The worker claims the
+call, builds the context, runs the handler as an asyncio task (cancelled when the call is
+cancelled or its claim is lost), and settles the call with the result under its claim
+(token + generation). A handler never writes rows itself: it reads and writes files, asks
+``ctx.update`` to publish live progress, and returns what settlement needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from conversations.services.settlement import AttemptFile
+
+__all__ = ["AttemptFile", "CallContext", "Handler", "HandlerResult", "ToolError"]
+
+
+class ToolError(Exception):
+    """The tool could not do its work (a refused path, a missing file, a run that is not the
+    conversation's): the call settles ``failed`` with this message, which names what was
+    refused and never quotes more than a bounded part of user input."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """One claimed call, as its handler sees it."""
+
+    call_id: UUID
+    conversation_id: UUID
+    owner_id: int
+    tool_name: str
+    arguments: dict[str, Any]
+    generation: int
+    token: UUID
+    worker: str
+    # The conversation's workspace (absolute; the handler creates it on first use) and the
+    # conversation's managed files (DATA_DIR/conversations/<id>/), readable by absolute path.
+    workspace: Path
+    managed_root: Path
+    # This attempt's folder (DATA_DIR/.../tool-calls/<call>/g<generation>/), for files the
+    # attempt writes (captures, reports); created by whoever writes first.
+    attempt_dir: Path
+    # Publish live progress: ``tool.updated`` fields (``outputDelta``, ``title``, …) folded into
+    # the call's activity. The worker coalesces: at most one update a call every 100 ms.
+    update: Callable[[dict[str, Any]], Awaitable[None]] = field(repr=False)
+
+
+@dataclass
+class HandlerResult:
+    """What settlement needs: the outcome and what the projections summarise."""
+
+    outcome: str = "completed"  # "completed" or "failed"
+    result: Any = None  # the complete result, written as result.json
+    text: str | None = None
+    items: Sequence[str] | None = None
+    process: dict[str, Any] | None = None
+    reason: str | None = None
+    files: Sequence[AttemptFile] = ()
+
+
+Handler = Callable[[CallContext], Awaitable[HandlerResult]]
