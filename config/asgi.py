@@ -5,6 +5,7 @@ import os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
@@ -14,6 +15,11 @@ from config.startup import database_check  # noqa: E402
 django_application = get_asgi_application()
 # Once per process: a database that does not answer stops daphne here, not at the first request.
 database_check()
+# The embedded default runs its tool workers in this process (TOOLCORE_WORKERS); imported once
+# Django is set up, as the runtime needs the models.
+from tools.runtime.embedded import embedded_workers_start  # noqa: E402
+
+embedded_workers_start(settings.TOOLCORE_WORKERS)
 
 application = ProtocolTypeRouter(
     {

@@ -217,6 +217,8 @@ else:
 
 # --- Toolcore -------------------------------------------------------------------------------
 TOOLCORE_WORKERS = _env_int("TOOLCORE_WORKERS", 0 if REDIS_URL else 1, minimum=0)
+# Calls one worker runs at once (each a handler task; processes are asyncio subprocesses).
+TOOLCORE_WORKER_CONCURRENCY = _env_int("TOOLCORE_WORKER_CONCURRENCY", 4, minimum=1)
 TOOLCORE_CLAIM_LEASE = _env_int("TOOLCORE_CLAIM_LEASE", 30, minimum=1)
 TOOLCORE_MAX_ATTEMPTS = _env_int("TOOLCORE_MAX_ATTEMPTS", 3, minimum=1)
 TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30, minimum=0)

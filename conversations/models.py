@@ -250,6 +250,12 @@ class ExecutionClaim(models.Model):
     acquired_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
     expires_at = models.DateTimeField(db_index=True)
+    # The process group a worker started for this call, so that a sweep on the same host can
+    # kill what a dead worker left running: the host, the group id, and the leader's start time
+    # (clock ticks since boot), which tells a recycled pid from ours.
+    host = models.CharField(max_length=255, blank=True, default="")
+    pgid = models.IntegerField(null=True, blank=True)
+    process_start = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

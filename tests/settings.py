@@ -15,3 +15,6 @@ from config.settings import *  # noqa: E402, F403
 # pytest-django creates and blocks the test database itself; the start-up check would connect
 # to the configured one instead (and fail while tests are collected).
 DATABASE_CHECK_AT_START = False
+# No worker inside the test process (config.asgi starts TOOLCORE_WORKERS of them): tests that
+# run calls start their own.
+TOOLCORE_WORKERS = 0

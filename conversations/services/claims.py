@@ -99,3 +99,25 @@ def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> d
     if not renewed:
         raise StaleClaim("This claim no longer holds the call.")
     return expires
+
+
+def claim_process_record(
+    *, call_id: UUID | str, token: UUID | str, generation: int, host: str, pgid: int, start: int
+) -> None:
+    """Record the process group a held claim started (host, group id, leader start ticks), so a
+    sweep on the same host can kill it if the worker dies; ``StaleClaim`` when not held."""
+    recorded = ExecutionClaim.objects.filter(
+        call_id=call_id, token=token, generation=generation
+    ).update(host=host[:255], pgid=pgid, process_start=start)
+    if not recorded:
+        raise StaleClaim("This claim no longer holds the call.")
+
+
+def claims_left_by(*, host: str) -> list[ExecutionClaim]:
+    """Expired claims whose process group was started on ``host``: what a dead worker there left
+    running."""
+    return list(
+        ExecutionClaim.objects.filter(
+            host=host, pgid__isnull=False, expires_at__lte=timezone.now()
+        ).order_by("expires_at")
+    )

@@ -208,3 +208,10 @@ def replay_rows(
 def ready_candidates(calls: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
     """``calls`` locked for a claim, skipping rows another claimer holds."""
     return calls.select_for_update(skip_locked=True, of=("self",))
+
+
+def notify(channel: str, payload: str) -> None:
+    """A notification to the processes listening on ``channel``, delivered when the current
+    transaction commits (at once outside one)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])

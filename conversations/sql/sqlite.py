@@ -207,3 +207,7 @@ def replay_rows(
 def ready_candidates(calls: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
     """``calls`` as they are: SQLite serialises writers, a claim's compare-and-set decides."""
     return calls
+
+
+def notify(channel: str, payload: str) -> None:
+    """Nothing: SQLite serves one process, whose own listeners hear it (runners.py)."""

@@ -53,6 +53,9 @@ class CallContext:
     # Publish live progress: ``tool.updated`` fields (``outputDelta``, ``title``, …) folded into
     # the call's activity. The worker coalesces: at most one update a call every 100 ms.
     update: Callable[[dict[str, Any]], Awaitable[None]] = field(repr=False)
+    # Run a blocking function that uses the database on the worker's database threads (each
+    # gives its connection back), e.g. a core service: ``await ctx.sync(service, **kwargs)``.
+    sync: Callable[..., Awaitable[Any]] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -66,6 +69,9 @@ class HandlerResult:
     process: dict[str, Any] | None = None
     reason: str | None = None
     files: Sequence[AttemptFile] = ()
+    # The handler moved the call on itself and released its claim (``ask_user`` waits for the
+    # person): the worker settles nothing.
+    suspended: bool = False
 
 
 Handler = Callable[[CallContext], Awaitable[HandlerResult]]

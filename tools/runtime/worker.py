@@ -1,0 +1,354 @@
+"""A tool worker: picks up ``ready`` calls, runs their handlers, renews their leases, settles
+them under its claim, and sweeps what dead workers left (docs/execution.md).
+
+Any number of workers may run, in ``manage.py runworker_tools`` processes on any machine sharing
+the database and ``DATA_DIR``, or inside the web process (``TOOLCORE_WORKERS``). Claims, leases
+and fencing (docs/subsystems/claims_and_recovery.md) make that safe: a call is run by the one
+worker whose claim holds, and a worker that lost its claim can never settle.
+
+One asyncio loop runs the worker: handlers are tasks (several calls at once, up to
+``concurrency``), processes are asyncio subprocesses. Database work (claims, settlement, the
+activity fold) runs on a few threads of the worker's own, each giving its connection back.
+
+Waking up. No polling interval on the hot path: the commit that makes a call ready wakes the
+workers of its process at once (an in-process listener) and, on PostgreSQL, those of every other
+process through a database notification delivered with that commit. A slow poll
+(``POLL_SECONDS``) is only the safety net for a notification lost on a reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, connections
+
+from conversations.errors import StaleClaim
+from conversations.models import ToolCall
+from conversations.services import publish
+from conversations.services.activity import activity_fold
+from conversations.services.claims import Claim, claim_acquire_batch, claim_renew
+from conversations.services.recovery import recover_all
+from conversations.services.runners import (
+    READY_CHANNEL,
+    REVOKED_CHANNEL,
+    ready_listen,
+    ready_unlisten,
+    revoked_listen,
+    revoked_unlisten,
+)
+from conversations.services.settlement import ClaimGuard, call_settle
+from conversations.storage import attempt_dir, conversation_dir
+from tools.workspaces import conversation_workspace
+
+from .base import CallContext, Handler, HandlerResult, ToolError
+
+logger = logging.getLogger(__name__)
+
+POLL_SECONDS = 5.0  # the safety net only: commits wake the workers
+DATABASE_THREADS_EXTRA = 2  # besides one per concurrent call: pickup and the sweep
+
+
+def worker_name() -> str:
+    """``host:pid:suffix``: unique per worker, readable in the admin and the logs."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class _Row:
+    conversation_id: Any
+    owner_id: int
+    turn_id: Any
+    tool_name: str
+    arguments: Any
+    workspace: Any
+
+
+def _call_row(call_id: Any) -> _Row | None:
+    call = ToolCall.objects.select_related("conversation").filter(pk=call_id).first()
+    if call is None:
+        return None
+    return _Row(
+        conversation_id=call.conversation_id,
+        owner_id=call.conversation.owner_id,
+        turn_id=call.turn_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments if isinstance(call.arguments, dict) else {},
+        workspace=conversation_workspace(call.conversation),
+    )
+
+
+def _fold(call_id: Any, turn_id: Any, fields: dict[str, Any]) -> None:
+    with publish.atomic():
+        activity_fold(
+            tool_call_id=call_id,
+            update={"toolCallId": str(call_id), "turnId": str(turn_id), **fields},
+        )
+
+
+class Worker:
+    """Runs ready calls of the tools in ``handlers``; ``await worker.run(stop)`` until ``stop``
+    is set."""
+
+    def __init__(
+        self,
+        *,
+        handlers: Mapping[str, Handler],
+        name: str | None = None,
+        concurrency: int | None = None,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self.handlers = dict(handlers)
+        self.name = name or worker_name()
+        self.host = socket.gethostname()
+        self.concurrency = concurrency or settings.TOOLCORE_WORKER_CONCURRENCY
+        self.poll_seconds = poll_seconds
+        self._database = ThreadPoolExecutor(
+            max_workers=self.concurrency + DATABASE_THREADS_EXTRA,
+            thread_name_prefix="toolcore-worker-db",
+        )
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+
+    # --- from other threads ---------------------------------------------------------------
+
+    def wake(self, tool_name: str | None = None) -> None:
+        """A call became ready (any thread): pick up at once."""
+        if self._loop is None or (tool_name is not None and tool_name not in self.handlers):
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def revoke(self, call_id: str) -> None:
+        """The call's claim was taken (any thread): stop its run."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop_call, str(call_id))
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def db(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the worker's database threads, connection given back."""
+
+        def job() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                connections.close_all()
+
+        return await asyncio.get_running_loop().run_in_executor(self._database, job)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        ready_listen(self.wake)
+        revoked_listen(self.revoke)
+        background = [asyncio.create_task(self._sweep_every_lease())]
+        if connection.vendor == "postgresql":
+            background.append(asyncio.create_task(self._listen_to_the_database()))
+        logger.info("worker started", extra={"worker": self.name})
+        try:
+            while not stop.is_set():
+                self._wake.clear()
+                await self._pick_up()
+                await _first_of(self._wake.wait(), stop.wait(), timeout=self.poll_seconds)
+        finally:
+            ready_unlisten(self.wake)
+            revoked_unlisten(self.revoke)
+            for task in background:
+                task.cancel()
+            await self._stop_all()
+            await asyncio.gather(*background, return_exceptions=True)
+            self._database.shutdown(wait=False)
+            logger.info("worker stopped", extra={"worker": self.name})
+
+    async def _pick_up(self) -> None:
+        free = self.concurrency - len(self._running)
+        if free <= 0:
+            return
+        claims = await self.db(
+            claim_acquire_batch, tool_names=list(self.handlers), worker=self.name, limit=free
+        )
+        for claim in claims:
+            key = str(claim.call_id)
+            self._running[key] = asyncio.create_task(self._run(claim), name=f"call {key}")
+        if len(claims) == free:
+            self._wake.set()  # there may be more: look again once a slot frees
+
+    def _stop_call(self, call_id: str) -> None:
+        task = self._running.get(call_id)
+        if task is not None:
+            task.cancel()
+
+    async def _stop_all(self) -> None:
+        """Stop every run: their handlers kill their processes. Their claims are left to expire
+        (recovery settles what ran, or runs a read-only tool again)."""
+        tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- one call -------------------------------------------------------------------------
+
+    def _log(self, claim: Claim) -> dict[str, Any]:
+        return {"worker": self.name, "tool_call_id": claim.call_id, "claim_token": claim.token}
+
+    async def _run(self, claim: Claim) -> None:
+        key = str(claim.call_id)
+        renewal: asyncio.Task[None] | None = None
+        try:
+            row = await self.db(_call_row, claim.call_id)
+            handler = self.handlers.get(row.tool_name) if row is not None else None
+            if row is None or handler is None:
+                return  # settled meanwhile (a cancel), or not ours after all
+            ctx = self._context(claim, row)
+            renewal = asyncio.create_task(self._renew(claim))
+            result = await self._handle(handler, ctx, claim)
+            if result is None or result.suspended:
+                return
+            await self.db(
+                call_settle,
+                call_id=claim.call_id,
+                outcome=result.outcome,
+                guard=ClaimGuard(claim.token, claim.generation),
+                result=result.result,
+                text=result.text,
+                items=result.items,
+                process=result.process,
+                reason=result.reason,
+                files=result.files,
+            )
+        except StaleClaim:
+            logger.info("call lost its claim before settling", extra=self._log(claim))
+        except asyncio.CancelledError:
+            # Its claim was taken (a cancel, recovery) or the worker stops: the handler killed
+            # what it ran; whoever took the claim settles.
+            logger.info("call stopped", extra=self._log(claim))
+        except Exception:
+            # A bug of the worker itself, not of the tool: the claim expires and recovery
+            # decides (indeterminate, or a read-only tool runs again).
+            logger.exception("worker failed on a call", extra=self._log(claim))
+        finally:
+            if renewal is not None:
+                renewal.cancel()
+            self._running.pop(key, None)
+            if self._wake is not None:
+                self._wake.set()  # a slot is free
+
+    async def _handle(
+        self, handler: Handler, ctx: CallContext, claim: Claim
+    ) -> HandlerResult | None:
+        try:
+            return await handler(ctx)
+        except ToolError as exc:
+            return HandlerResult(outcome="failed", reason=exc.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the tool failed: say so, settle failed
+            logger.exception("handler raised", extra=self._log(claim))
+            return HandlerResult(
+                outcome="failed", reason=f"The tool failed unexpectedly ({type(exc).__name__})."
+            )
+
+    def _context(self, claim: Claim, row: _Row) -> CallContext:
+        async def update(fields: dict[str, Any]) -> None:
+            await self.db(_fold, claim.call_id, row.turn_id, fields)
+
+        return CallContext(
+            call_id=claim.call_id,
+            conversation_id=row.conversation_id,
+            owner_id=row.owner_id,
+            tool_name=row.tool_name,
+            arguments=row.arguments,
+            generation=claim.generation,
+            token=claim.token,
+            worker=self.name,
+            workspace=row.workspace,
+            managed_root=conversation_dir(row.conversation_id),
+            attempt_dir=attempt_dir(row.conversation_id, claim.call_id, claim.generation),
+            update=update,
+            sync=self.db,
+        )
+
+    async def _renew(self, claim: Claim) -> None:
+        """Renew the lease every third of it; a claim lost meanwhile stops the run."""
+        every = settings.TOOLCORE_CLAIM_LEASE / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.db(
+                    claim_renew,
+                    call_id=claim.call_id,
+                    token=claim.token,
+                    generation=claim.generation,
+                )
+            except StaleClaim:
+                self._stop_call(str(claim.call_id))
+                return
+            except Exception:  # noqa: BLE001 - the database hiccupped: try again next time
+                logger.warning("lease renewal failed", extra=self._log(claim), exc_info=True)
+
+    # --- sweeps and notifications ---------------------------------------------------------
+
+    async def sweep(self) -> list[Any]:
+        """One recovery sweep (docs/subsystems/claims_and_recovery.md)."""
+        actions = await self.db(recover_all)
+        for action in actions:
+            logger.info("recovery: %s", action, extra={"worker": self.name})
+        return actions
+
+    async def _sweep_every_lease(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception:  # noqa: BLE001 - the next sweep tries again
+                logger.warning("recovery sweep failed", extra={"worker": self.name}, exc_info=True)
+            await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE)
+
+    async def _listen_to_the_database(self) -> None:
+        """PostgreSQL: ``LISTEN`` for calls made ready and claims taken by other processes."""
+        import psycopg  # only on PostgreSQL
+
+        params = _listen_params()
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {READY_CHANNEL}")
+                    await conn.execute(f"LISTEN {REVOKED_CHANNEL}")
+                    self._wake.set()  # whatever became ready while nobody listened
+                    async for note in conn.notifies():
+                        if note.channel == READY_CHANNEL:
+                            if note.payload in self.handlers:
+                                self._wake.set()
+                        else:
+                            self._stop_call(note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - reconnect; the poll covers the gap
+                logger.warning("database notifications lost; reconnecting", exc_info=True)
+                await asyncio.sleep(1)
+
+
+def _listen_params() -> dict[str, Any]:
+    params = connections["default"].get_connection_params()
+    keep = {"dbname", "user", "password", "host", "port", "sslmode", "options"}
+    return {k: v for k, v in params.items() if k in keep and v not in (None, "")}
+
+
+async def _first_of(*waits: Any, timeout: float) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
