@@ -21,6 +21,12 @@ from tools.workspaces import owner_workspace_root
 
 from .errors import ValidationFailed
 
+# A process's capture files in its attempt folder (kind of asset each), each capped at
+# CAPTURE_MAX_BYTES: bytes past the cap are counted, not stored.
+CAPTURE_FILES = (("stdout.txt", "stdout"), ("stderr.txt", "stderr"), ("output.txt", "output"))
+CAPTURE_MAX_BYTES = 16 * 1024 * 1024
+CAPTURE_MEDIA_TYPE = "text/plain; charset=utf-8"
+
 
 def data_dir() -> Path:
     return Path(settings.DATA_DIR)

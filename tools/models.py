@@ -75,6 +75,13 @@ class ProcessRecord(models.Model):
     pid = models.IntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Who watches the process: its host, its group and the leader's start time (clock ticks
+    # since boot: a recycled pid is never taken for it), and the watcher's heartbeat. A
+    # running row whose heartbeat is older than the lease lost its watcher: it becomes lost.
+    host = models.CharField(max_length=255, blank=True, default="")
+    pgid = models.IntegerField(null=True, blank=True)
+    process_start = models.BigIntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -90,6 +97,9 @@ class AsyncRun(ProcessRecord):
     tool_call_id = models.UUIDField(db_index=True)
     command = models.TextField()
     cwd = models.CharField(max_length=1024)
+    # Where its capture files are, relative to DATA_DIR: the attempt folder of the call that
+    # started it (the files become the run's and are registered as assets when it ends).
+    folder = models.CharField(max_length=1024, blank=True, default="")
     # Sequence of its async_bash_event; null while running.
     notice_sequence = models.PositiveBigIntegerField(null=True, blank=True)
     acknowledged = models.BooleanField(default=False)

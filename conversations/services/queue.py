@@ -35,14 +35,18 @@ def queue_ack(*, conversation_id: UUID | str, up_to: int) -> dict[str, Any]:
             notice_sequence__isnull=False,
             notice_sequence__lte=up_to,
         ).update(acknowledged=True)
-        queue = None
         if changed:
-            queue = queue_notices(conversation_id)
-            later(
-                conversation_group(conversation_id),
-                {"type": "queue.changed", "conversationId": str(conversation_id), "queue": queue},
-            )
-    return {
-        "acknowledged": changed,
-        "queue": queue if queue is not None else queue_notices(conversation_id),
-    }
+            publish_queue_changed(conversation_id)
+    return {"acknowledged": changed, "queue": queue_notices(conversation_id)}
+
+
+def publish_queue_changed(conversation_id: UUID | str) -> None:
+    """``queue.changed`` with the queue as it is in this transaction, after commit."""
+    later(
+        conversation_group(conversation_id),
+        {
+            "type": "queue.changed",
+            "conversationId": str(conversation_id),
+            "queue": queue_notices(conversation_id),
+        },
+    )

@@ -21,6 +21,7 @@ from ..models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from ..shapes import iso
 from . import publish
 from .activity import activity_fold
+from .async_runs import async_runs_lost
 from .calls import call_moved
 from .cancel import INDETERMINATE_REASON
 from .interactions import resolution_apply
@@ -134,7 +135,8 @@ def _finish_orphan_activities() -> list[Action]:
 
 
 def recover_all() -> list[Action]:
-    """One sweep over every unfinished call and every activity left unfinished."""
+    """One sweep over every unfinished call, every activity left unfinished and every async
+    run whose watcher stopped."""
     actions = []
     pending = ToolCall.objects.exclude(state=S.READY) | ToolCall.objects.filter(
         state=S.READY, tool_name__in=list(runner_tools())
@@ -144,4 +146,8 @@ def recover_all() -> list[Action]:
         if action is not None:
             actions.append(action)
     actions.extend(_finish_orphan_activities())
+    actions.extend(
+        Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
+        for run in async_runs_lost()
+    )
     return actions

@@ -119,7 +119,7 @@ def _resource(call: SettlingCall) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _asset(
+def asset_row(
     path: Path,
     kind: str,
     media_type: str,
@@ -168,10 +168,10 @@ def _prepare(
         path = folder / name
         write_exclusive(path, data)
         prepared.assets.append(
-            _asset(path, kind, "application/json", data=data, relative=f"{relative}/{name}")
+            asset_row(path, kind, "application/json", data=data, relative=f"{relative}/{name}")
         )
     for item in files:
-        prepared.assets.append(_asset(item.path, item.kind, item.media_type, item.truncated))
+        prepared.assets.append(asset_row(item.path, item.kind, item.media_type, item.truncated))
     output_path = folder / "output.txt"
     artifacts = [
         {

@@ -1,0 +1,187 @@
+"""Async runs: background shell commands and the notices they leave
+(docs/subsystems/async_runs.md).
+
+A ``bash`` call promoted to the background settles ``completed`` at once; its process goes on
+as an ``AsyncRun`` watched by the worker that started it. When it ends, one transaction updates
+the row and appends an ``async_bash_event`` (the notice, with a compact_diagnostic summary, the
+last 4 KiB of each stream, and the capture files as assets, hashed then: a growing file has no
+fixed digest before). Notices not yet acknowledged form the conversation's queue. A run whose
+watcher stopped renewing its heartbeat (a worker killed with ``kill -9``) becomes ``lost``, with
+its notice, at the next sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.utils import timezone
+
+from projections.model import model_content
+from projections.units import clean_text, utf8_prefix
+from tools.models import AsyncRun, ProcessStatus
+
+from ..models import Asset, ConversationEvent
+from ..storage import CAPTURE_FILES, CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE, data_dir
+from . import publish
+from .events import event_append
+from .queue import publish_queue_changed
+from .settlement import AttemptFile, asset_row
+
+TAIL_BYTES = 4096
+
+
+def async_run_start(
+    *,
+    run_id: UUID,
+    conversation_id: Any,
+    tool_call_id: Any,
+    command: str,
+    cwd: str,
+    folder: str,
+    host: str,
+    pid: int,
+    pgid: int,
+    process_start: int,
+) -> AsyncRun:
+    """The row of a process going on in the background, watched from ``host``."""
+    now = timezone.now()
+    return AsyncRun.objects.create(
+        id=run_id,
+        conversation_id=conversation_id,
+        tool_call_id=tool_call_id,
+        command=command,
+        cwd=cwd,
+        folder=folder,
+        status=ProcessStatus.RUNNING,
+        pid=pid,
+        pgid=pgid,
+        process_start=process_start,
+        host=host[:255],
+        started_at=now,
+        heartbeat_at=now,
+    )
+
+
+def async_runs_heartbeat(*, run_ids: Sequence[Any]) -> int:
+    """The watcher of these running runs is alive (every third of the lease)."""
+    return AsyncRun.objects.filter(pk__in=list(run_ids), status=ProcessStatus.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def _tail(path: Path) -> str:
+    """The last ``TAIL_BYTES`` of a capture file as text, starting on a whole character."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - TAIL_BYTES))
+            data = handle.read(TAIL_BYTES)
+    except FileNotFoundError:
+        return ""
+    start = 0
+    while start < min(len(data), 4) and data[start] & 0xC0 == 0x80:
+        start += 1  # a continuation byte: the character began before the window
+    return clean_text(utf8_prefix(data[start:], TAIL_BYTES).decode("utf-8", "replace"))
+
+
+def _capture_files(folder: Path) -> list[AttemptFile]:
+    """The capture files of a run's folder as they are (a file at the cap may have lost bytes)."""
+    found = []
+    for name, kind in CAPTURE_FILES:
+        path = folder / name
+        if path.exists():
+            truncated = path.stat().st_size >= CAPTURE_MAX_BYTES
+            found.append(AttemptFile(path, kind, CAPTURE_MEDIA_TYPE, truncated))
+    return found
+
+
+def async_run_finish(
+    *,
+    run_id: Any,
+    status: str,
+    exit_code: int | None,
+    signal: str | None,
+    not_stored_bytes: int = 0,
+    files: Sequence[AttemptFile] | None = None,
+) -> ConversationEvent | None:
+    """End a running run: its row, its ``async_bash_event`` and its assets in one transaction,
+    then ``queue.changed``. ``files``: its capture files with their truncation as the capture
+    knows it (default: the folder's, as they are). None when the run was not running any more
+    (another ended it)."""
+    run = AsyncRun.objects.filter(pk=run_id, status=ProcessStatus.RUNNING).first()
+    if run is None:
+        return None
+    folder = data_dir() / run.folder
+    files = _capture_files(folder) if files is None else files
+    assets = [asset_row(f.path, f.kind, f.media_type, f.truncated) for f in files]
+    output = folder / "output.txt"
+    process = {"exit_code": exit_code, "signal": signal, "not_stored_bytes": not_stored_bytes}
+    payload = {
+        "asyncRunId": str(run.pk),
+        "toolCallId": str(run.tool_call_id),
+        "command": run.command,
+        "status": status,
+        "exitCode": exit_code,
+        "signal": signal,
+        "modelContent": model_content(
+            tool_name="bash",
+            profile="process_diagnostics",
+            outcome="completed",
+            process=process if output.exists() else None,
+            text=None if output.exists() else "(no output was captured)",
+            path=str(output),
+        ),
+        "tail": {"stdout": _tail(folder / "stdout.txt"), "stderr": _tail(folder / "stderr.txt")},
+        "assetIds": [str(a.id) for a in assets],
+        "wakeWhenIdle": True,
+    }
+    now = timezone.now()
+    with publish.atomic():
+        ended = AsyncRun.objects.filter(pk=run.pk, status=ProcessStatus.RUNNING).update(
+            status=status,
+            exit_code=exit_code,
+            signal=signal or "",
+            finished_at=now,
+            heartbeat_at=now,
+        )
+        if not ended:
+            return None
+        event = event_append(
+            conversation_id=run.conversation_id,
+            type=ConversationEvent.Type.ASYNC_BASH_EVENT,
+            payload=payload,
+        )
+        Asset.objects.bulk_create(
+            Asset(
+                id=a.id,
+                conversation_id=run.conversation_id,
+                tool_call_id=run.tool_call_id,
+                event_id=event.pk,
+                kind=a.kind,
+                path=a.path,
+                size=a.size,
+                sha256=a.sha256,
+                media_type=a.media_type,
+                truncated=a.truncated,
+            )
+            for a in assets
+        )
+        AsyncRun.objects.filter(pk=run.pk).update(notice_sequence=event.sequence)
+        publish_queue_changed(run.conversation_id)
+    return event
+
+
+def async_runs_lost() -> list[AsyncRun]:
+    """Running runs whose watcher's heartbeat is older than the lease: ``lost``, each with its
+    notice (the files as far as they were captured)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
+    lost = []
+    for run in AsyncRun.objects.filter(status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff):
+        if async_run_finish(run_id=run.pk, status=ProcessStatus.LOST, exit_code=None, signal=None):
+            lost.append(run)
+    return lost

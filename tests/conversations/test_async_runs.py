@@ -1,0 +1,118 @@
+"""Async runs: the notice of a run that ended, its assets, the queue, and runs lost with their
+watcher."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from conversations.models import Asset, ConversationEvent
+from conversations.selectors import turn_results
+from conversations.services.async_runs import (
+    TAIL_BYTES,
+    async_run_finish,
+    async_run_start,
+    async_runs_heartbeat,
+)
+from conversations.services.queue import queue_ack
+from conversations.services.recovery import recover_all
+from conversations.storage import attempt_relative, data_dir
+from tools.models import AsyncRun
+
+from .helpers import assistant_calls, new_conversation, open_turn
+
+pytestmark = pytest.mark.django_db
+
+
+def _run(user, *, stdout: bytes = b"", stderr: bytes = b"", output: bytes | None = None):
+    """A background run of a settled ``bash`` call, its capture files written as a capture
+    leaves them."""
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "make"})).call_ids
+    folder = attempt_relative(conversation.pk, call_id, 1)
+    (data_dir() / folder).mkdir(parents=True)
+    for name, data in (
+        ("stdout.txt", stdout),
+        ("stderr.txt", stderr),
+        ("output.txt", stdout + stderr if output is None else output),
+    ):
+        (data_dir() / folder / name).write_bytes(data)
+    run = async_run_start(
+        run_id=uuid.uuid4(),
+        conversation_id=conversation.pk,
+        tool_call_id=call_id,
+        command="make",
+        cwd="/ws",
+        folder=folder,
+        host="h1",
+        pid=4242,
+        pgid=4242,
+        process_start=123,
+    )
+    return conversation, turn_id, run
+
+
+def test_a_finished_run_leaves_one_notice_with_its_assets_and_tails(user):
+    out = b"compiling\n" * 1000 + b"error: it broke\n"
+    conversation, turn_id, run = _run(user, stdout=out, stderr="é".encode() * 3000)
+    event = async_run_finish(run_id=run.pk, status="exited", exit_code=2, signal=None)
+    assert event.type == "async_bash_event" and event.tool_call_id is None
+    payload = event.payload
+    assert (payload["asyncRunId"], payload["toolCallId"]) == (str(run.pk), str(run.tool_call_id))
+    assert (payload["status"], payload["exitCode"], payload["signal"]) == ("exited", 2, None)
+    assert payload["wakeWhenIdle"] is True and payload["command"] == "make"
+    text = payload["modelContent"][0]["text"]
+    assert "Process exit code 2." in text and "error: it broke" in text
+    tail = payload["tail"]
+    assert tail["stdout"].endswith("error: it broke\n")
+    assert len(tail["stdout"].encode()) <= TAIL_BYTES
+    # The stderr tail starts on a whole character: 4096 bytes of 2-byte é are 2048 of them.
+    assert tail["stderr"] == "é" * 2048
+    assets = Asset.objects.filter(event=event).order_by("kind")
+    assert [a.kind for a in assets] == ["output", "stderr", "stdout"]
+    stdout_asset = assets.get(kind="stdout")
+    assert stdout_asset.sha256 == hashlib.sha256(out).hexdigest()
+    assert set(payload["assetIds"]) == {str(a.id) for a in assets}
+    run.refresh_from_db()
+    assert (run.status, run.exit_code, run.notice_sequence) == ("exited", 2, event.sequence)
+    assert run.finished_at is not None
+    # Ending it again changes nothing.
+    assert (
+        async_run_finish(run_id=run.pk, status="killed", exit_code=None, signal="SIGKILL") is None
+    )
+    assert ConversationEvent.objects.filter(type="async_bash_event").count() == 1
+
+
+def test_the_queue_holds_the_notice_until_acknowledged(user):
+    conversation, turn_id, run = _run(user, stdout=b"done\n")
+    # The call settled meanwhile (promoted): the turn's results carry the queue.
+    from conversations.services.cancel import call_cancel
+
+    call_cancel(call_id=run.tool_call_id)
+    event = async_run_finish(run_id=run.pk, status="exited", exit_code=0, signal=None)
+    queue = turn_results(conversation.pk, turn_id)["queue"]
+    assert [n["sequence"] for n in queue] == [event.sequence]
+    assert queue_ack(conversation_id=conversation.pk, up_to=event.sequence - 1)["queue"] == queue
+    acked = queue_ack(conversation_id=conversation.pk, up_to=event.sequence)
+    assert (acked["acknowledged"], acked["queue"]) == (1, [])
+    assert queue_ack(conversation_id=conversation.pk, up_to=event.sequence)["acknowledged"] == 0
+
+
+def test_a_run_whose_watcher_stopped_is_lost_with_its_notice(user, settings):
+    settings.TOOLCORE_CLAIM_LEASE = 30
+    conversation, turn_id, run = _run(user, stdout=b"half of it\n")
+    assert async_runs_heartbeat(run_ids=[run.pk]) == 1
+    assert not [a for a in recover_all() if "async run" in a.action]  # the watcher is alive
+    AsyncRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=31))
+    actions = [str(a) for a in recover_all() if "async run" in a.action]
+    assert actions == [f"{run.tool_call_id}: async run {run.pk} lost (its watcher stopped)"]
+    run.refresh_from_db()
+    assert run.status == "lost" and run.notice_sequence is not None
+    notice = ConversationEvent.objects.get(type="async_bash_event")
+    assert notice.payload["status"] == "lost" and notice.payload["exitCode"] is None
+    assert Asset.objects.filter(event=notice).count() == 3  # what was captured, as it is
