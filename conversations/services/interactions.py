@@ -27,7 +27,7 @@ from ..models import ConversationEvent, ExecutionClaim, ToolCall
 from . import publish
 from .calls import call_moved
 from .cancel import APPROVAL_DENIED
-from .runners import call_ready_announce, call_ready_run
+from .runners import READY, announce, call_ready_run
 from .settlement import ResolutionGuard, call_settle
 from .transitions import call_move
 
@@ -323,6 +323,6 @@ def _approve(call: ToolCall) -> str | None:
                 created_by_id=call.resolved_by_id,
             )
         call_moved(call, "pending", interaction=None)
-        call_ready_announce(tool_name=call.tool_name)
+        announce(READY, call.tool_name)
     call_ready_run(call_id=call.id, tool_name=call.tool_name)
     return S.READY

@@ -25,12 +25,7 @@ from .async_runs import async_runs_lost
 from .calls import call_moved
 from .cancel import INDETERMINATE_REASON
 from .interactions import resolution_apply
-from .runners import (
-    call_ready_announce,
-    call_ready_run,
-    call_revoked_announce,
-    runner_tools,
-)
+from .runners import READY, REVOKED, announce, call_ready_run, runner_tools
 from .settlement import GenerationGuard, call_settle
 from .supervision import call_supervise
 from .transitions import check_move
@@ -64,8 +59,8 @@ def _requeue(call: ToolCall) -> bool:
             return False
         ExecutionClaim.objects.filter(call_id=call.pk).delete()
         call_moved(call, "pending")
-        call_revoked_announce(call_id=call.pk)  # a holder still running it stops
-        call_ready_announce(tool_name=call.tool_name)
+        announce(REVOKED, call.pk)  # a holder still running it stops
+        announce(READY, call.tool_name)
     return True
 
 

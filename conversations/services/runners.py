@@ -1,21 +1,23 @@
-"""What runs a call once it is ``ready``, and what stops one whose claim was taken away:
-registered by the execution runtime at start (docs/subsystems/claims_and_recovery.md).
+"""What the execution runtime hears from the core: a call ready to run, a claim taken away, a
+background run or a launch to start or stop; and the runners of tools that run at once
+(docs/subsystems/claims_and_recovery.md).
 
 The durable core never imports the runtime (handlers, workers, capture). The runtime registers,
 from its ``AppConfig.ready()``:
 
 - a **runner** per tool that runs at once in the process that made the call ready (``ask_user``
   needs no process): ``call_ready_run`` hands it the call after the commit;
-- **listeners** that wake the process's own workers when a call becomes ready, and that stop the
-  run of a call whose claim someone else took (a cancel, recovery).
+- **listeners** of the channels below, which wake the process's own workers or stop a run.
 
-Other processes (``runworker_tools`` on any machine) hear the same two facts from the database
-itself on PostgreSQL: a notification sent in the transaction, so it is delivered exactly when
-the change commits, and never when it rolls back (``conversations/sql``).
+A service ``announce``s in its transaction. Listeners of this process hear it after the commit;
+other processes (``runworker_tools`` on any machine) hear it on PostgreSQL through a database
+notification sent in the transaction, so it is delivered exactly when the change commits and
+never when it rolls back (``conversations/sql``).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -25,13 +27,18 @@ from ..sql import vendor_sql
 
 Runner = Callable[[Any], bool]
 """Takes the id of a ``ready`` call; True when it ran the call (claimed it and went on)."""
+Listener = Callable[[str], None]
 
-READY_CHANNEL = "toolcore_ready"
-REVOKED_CHANNEL = "toolcore_revoked"
+# Channel: what its value names.
+READY = "toolcore_ready"  # a call became ready: its tool's name
+REVOKED = "toolcore_revoked"  # a running call's claim was taken (settled, requeued): its id
+RUN_KILL = "toolcore_run_kill"  # an async run is to be killed: its id
+LAUNCH = "toolcore_launch"  # a launch waits for a worker to start it: its id
+LAUNCH_STOP = "toolcore_launch_stop"  # a launch is to be stopped: its id
+CHANNELS = (READY, REVOKED, RUN_KILL, LAUNCH, LAUNCH_STOP)
 
 _RUNNERS: dict[str, Runner] = {}
-_READY_LISTENERS: list[Callable[[str], None]] = []
-_REVOKED_LISTENERS: list[Callable[[str], None]] = []
+_LISTENERS: dict[str, list[Listener]] = defaultdict(list)
 
 
 def runner_register(*, tool_name: str, runner: Runner) -> None:
@@ -52,43 +59,25 @@ def call_ready_run(*, call_id: Any, tool_name: str) -> bool:
     return runner is not None and runner(call_id)
 
 
-def ready_listen(listener: Callable[[str], None]) -> None:
-    """Call ``listener(tool_name)`` after each commit that made a call of that tool ready."""
-    _READY_LISTENERS.append(listener)
+def listen(channel: str, listener: Listener) -> None:
+    """Call ``listener(value)`` after each commit that announced on ``channel``."""
+    _LISTENERS[channel].append(listener)
 
 
-def revoked_listen(listener: Callable[[str], None]) -> None:
-    """Call ``listener(call_id)`` after each commit that took a running call from its claim
-    holder (settled by a cancel or recovery, or put back to ``ready``)."""
-    _REVOKED_LISTENERS.append(listener)
+def unlisten(channel: str, listener: Listener) -> None:
+    if listener in _LISTENERS[channel]:
+        _LISTENERS[channel].remove(listener)
 
 
-def ready_unlisten(listener: Callable[[str], None]) -> None:
-    if listener in _READY_LISTENERS:
-        _READY_LISTENERS.remove(listener)
-
-
-def revoked_unlisten(listener: Callable[[str], None]) -> None:
-    if listener in _REVOKED_LISTENERS:
-        _REVOKED_LISTENERS.remove(listener)
-
-
-def _after_commit(listeners: list[Callable[[str], None]], value: str) -> None:
-    for listener in list(listeners):
+def _hear(channel: str, value: str) -> None:
+    for listener in list(_LISTENERS[channel]):
         listener(value)
 
 
-def call_ready_announce(*, tool_name: str) -> None:
-    """In the transaction that makes a call ready: wake the workers once it commits."""
-    vendor_sql().notify(READY_CHANNEL, tool_name)
-    if _READY_LISTENERS:
-        transaction.on_commit(lambda: _after_commit(_READY_LISTENERS, tool_name))
-
-
-def call_revoked_announce(*, call_id: Any) -> None:
-    """In the transaction that takes a running call from its claim holder: once it commits,
-    the holder stops the run (its process group is killed)."""
-    value = str(call_id)
-    vendor_sql().notify(REVOKED_CHANNEL, value)
-    if _REVOKED_LISTENERS:
-        transaction.on_commit(lambda: _after_commit(_REVOKED_LISTENERS, value))
+def announce(channel: str, value: Any) -> None:
+    """In a transaction: tell the runtime of every process ``value`` on ``channel`` once it
+    commits (at once outside one)."""
+    text = str(value)
+    vendor_sql().notify(channel, text)
+    if _LISTENERS[channel]:
+        transaction.on_commit(lambda: _hear(channel, text))

@@ -47,7 +47,7 @@ from . import publish
 from .activity import activity_fold, fold_plan, status_update
 from .calls import publish_call_removed
 from .events import event_instance, publish_event
-from .runners import call_revoked_announce
+from .runners import REVOKED, announce
 from .transitions import settled_outcome
 from .turns import turn_close
 
@@ -316,7 +316,7 @@ def _commit(
         conversation_id=call.conversation_id, call_id=call.id, turn_id=call.turn_id
     )
     if call.state == ToolCall.State.RUNNING and not held:
-        call_revoked_announce(call_id=call.id)  # its holder stops the run (kills its process)
+        announce(REVOKED, call.id)  # its holder stops the run (kills its process)
     if call.turn_origin == Turn.Origin.COMMAND:
         # A command's turn is its one call: it ends when the call settles, whatever settled it.
         turn_close(conversation_id=call.conversation_id, turn_id=call.turn_id, reason="command")

@@ -14,7 +14,7 @@ from ..errors import DomainError
 from ..models import ToolCall
 from . import publish
 from .calls import call_moved
-from .runners import call_ready_announce, call_ready_run
+from .runners import READY, announce, call_ready_run
 from .settlement import GenerationGuard, call_settle
 from .transitions import call_move
 
@@ -77,7 +77,7 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
             call_moved(call, "awaiting_approval", interaction=fields["interaction"])
         else:
             call_moved(call)
-            call_ready_announce(tool_name=call.tool_name)
+            announce(READY, call.tool_name)
     if to_state == S.READY:
         call_ready_run(call_id=call.id, tool_name=call.tool_name)
     return to_state

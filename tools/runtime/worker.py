@@ -34,18 +34,10 @@ from django.db import connection, connections
 
 from conversations.errors import StaleClaim
 from conversations.models import ToolCall
-from conversations.services import publish
+from conversations.services import publish, runners
 from conversations.services.activity import activity_fold
 from conversations.services.claims import Claim, claim_acquire_batch, claim_renew
 from conversations.services.recovery import recover_all
-from conversations.services.runners import (
-    READY_CHANNEL,
-    REVOKED_CHANNEL,
-    ready_listen,
-    ready_unlisten,
-    revoked_listen,
-    revoked_unlisten,
-)
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_dir, conversation_dir
 from tools.workspaces import conversation_workspace
@@ -151,8 +143,8 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        ready_listen(self.wake)
-        revoked_listen(self.revoke)
+        runners.listen(runners.READY, self.wake)
+        runners.listen(runners.REVOKED, self.revoke)
         background = [asyncio.create_task(self._sweep_every_lease())]
         if connection.vendor == "postgresql":
             background.append(asyncio.create_task(self._listen_to_the_database()))
@@ -163,8 +155,8 @@ class Worker:
                 await self._pick_up()
                 await _first_of(self._wake.wait(), stop.wait(), timeout=self.poll_seconds)
         finally:
-            ready_unlisten(self.wake)
-            revoked_unlisten(self.revoke)
+            runners.unlisten(runners.READY, self.wake)
+            runners.unlisten(runners.REVOKED, self.revoke)
             for task in background:
                 task.cancel()
             await self._stop_all()
@@ -323,14 +315,14 @@ class Worker:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {READY_CHANNEL}")
-                    await conn.execute(f"LISTEN {REVOKED_CHANNEL}")
+                    for channel in (runners.READY, runners.REVOKED):
+                        await conn.execute(f"LISTEN {channel}")
                     self._wake.set()  # whatever became ready while nobody listened
                     async for note in conn.notifies():
-                        if note.channel == READY_CHANNEL:
+                        if note.channel == runners.READY:
                             if note.payload in self.handlers:
                                 self._wake.set()
-                        else:
+                        elif note.channel == runners.REVOKED:
                             self._stop_call(note.payload)
             except asyncio.CancelledError:
                 raise
