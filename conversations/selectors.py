@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
+from tools.models import AsyncRun, Launch
 
 from .errors import CursorAhead, NotFound, ValidationFailed
 from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
@@ -230,3 +231,25 @@ def turn_results(conversation_id: Any, turn_id: Any) -> dict[str, Any]:
     ]
     results.sort(key=lambda r: (r["contentIndex"] is not None, r["contentIndex"] or 0))
     return {"settled": True, "results": results, "queue": queue_notices(conversation_id)}
+
+
+def async_run_for(user: Any, run_id: Any) -> AsyncRun:
+    """The async run of one of the user's conversations; another owner's answers 404."""
+    run = AsyncRun.objects.filter(
+        pk=_uuid(run_id, "Async run"), conversation__owner_id=user.pk
+    ).first()
+    if run is None:
+        raise NotFound("Async run not found.")
+    return run
+
+
+def launches_page(user: Any, *, cursor: str | None, limit: int) -> tuple[list[Launch], str | None]:
+    """The user's launches, newest first, and the cursor of the next page."""
+    rows = Launch.objects.filter(owner_id=user.pk).order_by("-created_at", "-id")
+    if cursor:
+        stamp, pk = _decode_cursor(cursor)
+        rows = rows.filter(created_at__lte=stamp).exclude(created_at=stamp, id__gte=pk)
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return page, (_encode_cursor(page[-1].created_at, page[-1].pk) if more and page else None)

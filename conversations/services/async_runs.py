@@ -30,6 +30,7 @@ from ..storage import CAPTURE_FILES, CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE, data
 from . import publish
 from .events import event_append
 from .queue import publish_queue_changed
+from .runners import RUN_KILL, announce
 from .settlement import AttemptFile, asset_row
 
 TAIL_BYTES = 4096
@@ -185,3 +186,11 @@ def async_runs_lost() -> list[AsyncRun]:
         if async_run_finish(run_id=run.pk, status=ProcessStatus.LOST, exit_code=None, signal=None):
             lost.append(run)
     return lost
+
+
+def async_run_kill(*, run: AsyncRun) -> None:
+    """Ask the run's watcher to kill its process group (SIGTERM, SIGKILL after 5 s); it then
+    ends ``killed`` with its notice. Nothing for a run that ended."""
+    if run.status == ProcessStatus.RUNNING:
+        with publish.atomic():
+            announce(RUN_KILL, run.pk)

@@ -1,0 +1,202 @@
+"""Launches: processes a user starts from the workbench (a dev server, a watcher), owned by the
+user and not by a conversation (docs/subsystems/launches.md).
+
+A launch is created ``running`` with no host: a worker takes it (a compare-and-set on the empty
+host), starts its process and watches it, renewing a heartbeat. Stopping announces to whichever
+worker watches it; one nobody took yet is ended at once. Every change is published on the
+owner's workbench group as ``launch.changed`` (its end with a compact_diagnostic summary of its
+output); a launch whose watcher stopped renewing its heartbeat becomes ``lost``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from projections.model import model_content
+from projections.units import clean_text
+from tools.models import Launch, ProcessStatus
+from tools.workspaces import owner_workspace_root
+
+from ..errors import Forbidden, NotFound, ValidationFailed
+from ..shapes import iso
+from ..storage import data_dir
+from . import publish
+from .runners import LAUNCH, LAUNCH_STOP, announce
+
+
+def workbench_group(owner_id: Any) -> str:
+    return f"workbench.{owner_id}"
+
+
+def launch_folder(launch_id: UUID | str) -> Path:
+    """``DATA_DIR/launches/<id>/``: its stdout.txt, stderr.txt and output.txt."""
+    return data_dir() / "launches" / str(launch_id)
+
+
+def launch_wire(launch: Launch, *, summary: str | None = None) -> dict[str, Any]:
+    wire = {
+        "id": str(launch.id),
+        "name": launch.name,
+        "command": launch.command,
+        "cwd": launch.cwd,
+        "status": launch.status,
+        "exitCode": launch.exit_code,
+        "signal": launch.signal or None,
+        "pid": launch.pid,
+        "startedAt": iso(launch.started_at),
+        "finishedAt": iso(launch.finished_at),
+    }
+    if summary is not None:
+        wire["summary"] = summary
+    return wire
+
+
+def publish_launch_changed(launch: Launch, *, summary: str | None = None) -> None:
+    publish.later(
+        workbench_group(launch.owner_id),
+        {"type": "launch.changed", "launch": launch_wire(launch, summary=summary)},
+    )
+
+
+def launch_cwd(owner_id: Any, cwd: str) -> Path:
+    """The launch's directory: ``cwd`` below the owner's workspace root (the root itself when
+    empty); 422 when it resolves outside."""
+    root = owner_workspace_root(owner_id).resolve()
+    if "\x00" in cwd or Path(cwd).is_absolute():
+        raise ValidationFailed(
+            "cwd must be a directory relative to your workspace root.", field="cwd"
+        )
+    resolved = (root / cwd).resolve()
+    if not resolved.is_relative_to(root):
+        raise ValidationFailed("cwd resolves outside your workspace root.", field="cwd")
+    return resolved
+
+
+def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str = "") -> Launch:
+    """A new launch, waiting for a worker to start it; needs ``tools.run_commands``."""
+    if not owner.has_perm("tools.run_commands"):
+        raise Forbidden("Starting a launch needs the permission tools.run_commands.")
+    name, command, cwd = clean_text(name), clean_text(command), clean_text(cwd)
+    launch_cwd(owner.pk, cwd)
+    with publish.atomic():
+        launch = Launch.objects.create(
+            owner=owner,
+            name=name,
+            command=command,
+            cwd=cwd,
+            status=ProcessStatus.RUNNING,
+            started_at=timezone.now(),
+        )
+        announce(LAUNCH, launch.pk)
+        publish_launch_changed(launch)
+    return launch
+
+
+def launch_take(*, launch_id: Any, host: str) -> Launch | None:
+    """A worker on ``host`` takes a launch nobody took yet (compare-and-set); None if taken."""
+    with publish.atomic():
+        taken = Launch.objects.filter(pk=launch_id, status=ProcessStatus.RUNNING, host="").update(
+            host=host[:255], heartbeat_at=timezone.now()
+        )
+        if not taken:
+            return None
+        return Launch.objects.get(pk=launch_id)
+
+
+def launches_waiting() -> list[UUID]:
+    """Launches nobody took yet (a worker looks at start and on its slow poll)."""
+    return list(
+        Launch.objects.filter(status=ProcessStatus.RUNNING, host="").values_list("id", flat=True)
+    )
+
+
+def launch_started(*, launch_id: Any, pid: int, pgid: int, process_start: int) -> None:
+    """Its process runs: record the group (for a sweep on the same host) and say so."""
+    with publish.atomic():
+        Launch.objects.filter(pk=launch_id).update(
+            pid=pid, pgid=pgid, process_start=process_start, heartbeat_at=timezone.now()
+        )
+        publish_launch_changed(Launch.objects.get(pk=launch_id))
+
+
+def launches_heartbeat(*, launch_ids: list[Any]) -> int:
+    return Launch.objects.filter(pk__in=launch_ids, status=ProcessStatus.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def launch_finish(
+    *, launch_id: Any, status: str, exit_code: int | None, signal: str | None
+) -> Launch | None:
+    """End a running launch and publish its end with a compact_diagnostic summary of its
+    output; None when it had ended already."""
+    now = timezone.now()
+    with publish.atomic():
+        ended = Launch.objects.filter(pk=launch_id, status=ProcessStatus.RUNNING).update(
+            status=status, exit_code=exit_code, signal=signal or "", finished_at=now
+        )
+        if not ended:
+            return None
+        launch = Launch.objects.get(pk=launch_id)
+        output = launch_folder(launch.pk) / "output.txt"
+        process = {"exit_code": exit_code, "signal": signal}
+        summary = model_content(
+            tool_name="launch",
+            profile="process_diagnostics",
+            outcome="completed",
+            process=process if output.exists() else None,
+            text=None if output.exists() else "(no output was captured)",
+            path=str(output),
+        )[0]["text"]
+        publish_launch_changed(launch, summary=summary)
+    return launch
+
+
+def launch_stop(*, owner: AbstractBaseUser, launch_id: Any) -> Launch:
+    """Stop a launch: its watcher kills its process group; one no worker took yet ends at
+    once. Stopping an ended launch changes nothing."""
+    launch = launch_for(owner, launch_id)
+    if launch.status != ProcessStatus.RUNNING:
+        return launch
+    if not launch.host:
+        ended = launch_finish(
+            launch_id=launch.pk, status=ProcessStatus.KILLED, exit_code=None, signal=None
+        )
+        return ended or Launch.objects.get(pk=launch.pk)
+    with publish.atomic():
+        announce(LAUNCH_STOP, launch.pk)
+    return launch
+
+
+def launches_lost() -> list[Launch]:
+    """Running launches whose watcher's heartbeat is older than the lease: ``lost``."""
+    cutoff = timezone.now() - timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
+    stale = Launch.objects.filter(
+        status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff
+    ).values_list("id", flat=True)
+    lost = []
+    for launch_id in list(stale):
+        ended = launch_finish(
+            launch_id=launch_id, status=ProcessStatus.LOST, exit_code=None, signal=None
+        )
+        if ended is not None:
+            lost.append(ended)
+    return lost
+
+
+def launch_for(owner: AbstractBaseUser, launch_id: Any) -> Launch:
+    """The owner's launch; another owner's answers 404 like a missing one."""
+    try:
+        launch = Launch.objects.filter(pk=UUID(str(launch_id)), owner_id=owner.pk).first()
+    except ValueError:
+        launch = None
+    if launch is None:
+        raise NotFound("Launch not found.")
+    return launch
