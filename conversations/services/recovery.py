@@ -25,6 +25,7 @@ from .async_runs import async_runs_lost
 from .calls import call_moved
 from .cancel import INDETERMINATE_REASON
 from .interactions import resolution_apply
+from .launches import launches_lost
 from .runners import READY, REVOKED, announce, call_ready_run, runner_tools
 from .settlement import GenerationGuard, call_settle
 from .supervision import call_supervise
@@ -130,8 +131,8 @@ def _finish_orphan_activities() -> list[Action]:
 
 
 def recover_all() -> list[Action]:
-    """One sweep over every unfinished call, every activity left unfinished and every async
-    run whose watcher stopped."""
+    """One sweep over every unfinished call, every activity left unfinished, and every async
+    run and launch whose watcher stopped."""
     actions = []
     pending = ToolCall.objects.exclude(state=S.READY) | ToolCall.objects.filter(
         state=S.READY, tool_name__in=list(runner_tools())
@@ -144,5 +145,8 @@ def recover_all() -> list[Action]:
     actions.extend(
         Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
         for run in async_runs_lost()
+    )
+    actions.extend(
+        Action("-", f"launch {launch.pk} lost (its watcher stopped)") for launch in launches_lost()
     )
     return actions
