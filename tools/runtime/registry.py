@@ -1,14 +1,28 @@
-"""Every core tool's handler, by tool name: what a worker runs (tools/runtime/base.py)."""
+"""The core handlers the workers run, by tool name (``async def handler(ctx) -> result``;
+tools/runtime/base.py).
+
+A tool without a handler here is not run by the workers: a host tool, claimed by its host
+through the host tool port.
+"""
 
 from __future__ import annotations
 
 from .base import Handler
+from .files.find import find
+from .files.grep import grep
+from .files.ls import ls
+from .files.read import read
 from .handlers import ask_user
 
 HANDLERS: dict[str, Handler] = {
+    "read": read,
+    "grep": grep,
+    "find": find,
+    "ls": ls,
     "ask_user": ask_user,
 }
 
 
 def handler_for(name: str) -> Handler | None:
+    """The handler of the core tool ``name``, or None when the workers do not run it."""
     return HANDLERS.get(name)
