@@ -4,11 +4,13 @@ from django.views.generic import TemplateView
 
 from conversations.api import assets_router, calls_router, router
 from conversations.api_base import api, openapi_json
+from conversations.api_host import host_router
 from conversations.health import healthz, readyz
 
 api.add_router("/", router)
 api.add_router("/", calls_router)
 api.add_router("/", assets_router)
+api.add_router("/", host_router)
 
 urlpatterns = [
     path("", TemplateView.as_view(template_name="index.html"), name="home"),
