@@ -171,7 +171,7 @@ api = NinjaAPI(
 
 
 # Union tags pydantic adds to the location of an error inside a discriminated union.
-_UNION_TAGS = {"text", "tool_call", "approval", "input"}
+_UNION_TAGS = {"text", "tool_call", "image", "approval", "input"}
 
 
 def _field_of(error: dict[str, Any]) -> str:

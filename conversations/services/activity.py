@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from projections.fold import FINAL_STATUSES, apply_tool_update
 from projections.tool_input import bound_tool_input
+from projections.tracker import track_append, track_replace
 
 from ..fields import dumps
 from ..models import ToolActivity, ToolCall
@@ -24,6 +25,7 @@ from .publish import publish_tool_updated
 
 PAYLOAD_KEYS = ("input", "inputOmitted", "output")
 _MUTABLE = ["rev", "state_json", "payload_json", "payload_bytes", "is_final", "updated_at"]
+_RAW = ["raw_length", "raw_sha1"]  # the per-turn tracker's memory of a host's output
 
 
 def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -99,12 +101,36 @@ def fold_plan(rev: int, state: dict[str, Any], update: dict[str, Any]) -> FoldWr
     return FoldWrite(rev, dumps(small), payload_text, len(payload_text.encode("utf-8")), is_final)
 
 
+def _track(activity: ToolActivity, update: dict[str, Any]) -> dict[str, Any]:
+    """A host's update with its output through the per-turn tracker, whose memory is the row's
+    (``raw_length``, ``raw_sha1`` and the bounded output held): ``output`` (a plain string,
+    the whole output so far) becomes an ``outputDelta`` of the new part when it extends what
+    was sent, else the whole bounded output; ``outputDelta`` is appended. The row's memory is
+    updated in place; the fields the tracker answers replace the host's."""
+    whole, delta = update.get("output"), update.get("outputDelta")
+    if not isinstance(whole, str) and delta is None:
+        return update
+    memory = {
+        "rawLength": activity.raw_length,
+        "rawSha1": activity.raw_sha1,
+        "output": activity.payload_json.get("output"),
+    }
+    rest = {k: v for k, v in update.items() if k not in ("output", "outputDelta")}
+    if isinstance(whole, str):
+        memory, fields = track_replace(memory, whole)
+    else:
+        memory, fields = track_append(memory, delta)
+    activity.raw_length, activity.raw_sha1 = memory["rawLength"], memory["rawSha1"]
+    return {**rest, **(fields or {})}
+
+
 def activity_fold(
     *,
     tool_call_id: Any,
     update: dict[str, Any],
     conversation_id: Any = None,
     written: FoldWrite | None = None,
+    tracked: bool = False,
 ) -> ToolActivity | None:
     """Fold ``update`` into the call's activity and publish it with the new ``rev`` after
     commit: the one way an activity changes after its creation.
@@ -112,6 +138,10 @@ def activity_fold(
     ``written``: the caller's own statement already wrote this fold (settlement's
     compare-and-set held); it is only published. Otherwise the row is locked, folded and saved;
     an update that changes nothing is not published. None when the call has no activity.
+
+    ``tracked``: the update comes from a host (the host tool port). Its output goes through the
+    per-turn tracker with the row's memory (``_track``), in this same locked read, so the next
+    update may reach any process; what is folded and published is what the tracker answers.
     """
     if written is not None:
         publish_tool_updated(conversation_id, written.rev + 1, update)
@@ -126,12 +156,18 @@ def activity_fold(
         return None
     before = activity_state(activity)
     before.pop("rev")
+    raw = (activity.raw_length, activity.raw_sha1)
+    if tracked and not activity.is_final:
+        update = _track(activity, update)
+    remembered = (activity.raw_length, activity.raw_sha1) != raw
     after = apply_tool_update(before, update)
     if after == before:
+        if remembered:  # the tracker's memory changed, the state did not: no new rev
+            activity.save(update_fields=[*_RAW, "updated_at"])
         return activity
     activity.rev += 1
     _store(activity, after)
-    activity.save(update_fields=_MUTABLE)
+    activity.save(update_fields=[*_MUTABLE, *_RAW] if remembered else _MUTABLE)
     publish_tool_updated(activity.conversation_id, activity.rev, update)
     return activity
 

@@ -173,12 +173,13 @@ def _prepare(
     for item in files:
         prepared.assets.append(asset_row(item.path, item.kind, item.media_type, item.truncated))
     output_path = folder / "output.txt"
+    # Labelled by their path in the attempt folder (``images/1.png``), named absolute.
     artifacts = [
         {
-            "label": Path(a.path).name,
+            "label": a.path.removeprefix(f"{relative}/"),
             "kind": a.kind,
             "size": a.size,
-            "path": str(folder / Path(a.path).name),
+            "path": str(data_dir() / a.path),
         }
         for a in prepared.assets
         if a.kind in {"report", "image"}

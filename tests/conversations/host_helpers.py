@@ -1,0 +1,168 @@
+"""Helpers of the host tool port tests: ready host calls, the three requests, what a host can
+observe (published messages), and a snapshot of everything a refused request must not change."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import struct
+import zlib
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from conversations.services.publish import conversation_group, publisher, unpack
+from conversations.storage import conversation_dir
+
+from .api_helpers import API
+from .helpers import assistant_calls, new_conversation, open_turn
+
+HOST_TOOL = "notes_lookup"
+
+
+def ready_host_calls(owner, count: int = 1, tool: str = HOST_TOOL):
+    """A conversation of ``owner`` with ``count`` ready calls of the host tool ``tool``."""
+    conversation = new_conversation(owner)
+    turn_id = open_turn(conversation)
+    calls = [(tool, {"query": f"q{i}"}) for i in range(count)]
+    call_ids = [str(c) for c in assistant_calls(conversation, turn_id, *calls).call_ids]
+    assert set(ToolCall.objects.filter(pk__in=call_ids).values_list("state", flat=True)) == {
+        "ready"
+    }
+    return conversation, turn_id, call_ids
+
+
+def _post(client, path: str, body: dict[str, Any]):
+    """A JSON POST with any test client (a token's, a session's, none)."""
+    return client.post(path, data=json.dumps(body), content_type="application/json")
+
+
+def claim(client, tools=(HOST_TOOL,), worker: str = "host-1", **extra):
+    return _post(client, f"{API}/host/claims", {"tools": list(tools), "worker": worker, **extra})
+
+
+def claim_one(client, call_id: str) -> dict[str, Any]:
+    """Claim (through the API) and answer the claim of ``call_id``, the only ready call."""
+    response = claim(client)
+    assert response.status_code == 200, response.content
+    (claimed,) = response.json()["claims"]
+    assert claimed["toolCallId"] == call_id
+    return claimed
+
+
+def update(client, call_id: str, held: dict[str, Any], fields: dict[str, Any], **override):
+    body = {"token": held["token"], "generation": held["generation"], "update": fields}
+    return _post(client, f"{API}/tool-calls/{call_id}/updates", {**body, **override})
+
+
+def settle(client, call_id: str, held: dict[str, Any], content, outcome="completed", **extra):
+    body = {
+        "token": held["token"],
+        "generation": held["generation"],
+        "outcome": outcome,
+        "content": content,
+        **extra,
+    }
+    return _post(client, f"{API}/tool-calls/{call_id}/settle", body)
+
+
+def png(width: int = 2, height: int = 1, seed: int = 0) -> bytes:
+    """A valid PNG (8-bit greyscale) of ``width`` × ``height`` pixels."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(
+        b"\x00" + bytes((seed + x + y) % 256 for x in range(width)) for y in range(height)
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+# A JPEG's start (SOI, then an APP0 "JFIF" segment): the server checks the signature only.
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"
+
+
+class Listener:
+    """Joins a conversation's group on the configured channel layer, like a live client, and
+    hears what is published from then on.
+
+    Drain it once: a Redis layer binds a channel's receive buffer to the event loop of its first
+    receive, and each ``async_to_sync`` call runs in a loop of its own. Make a new listener for
+    each stretch a test observes.
+    """
+
+    def __init__(self, conversation_id: Any) -> None:
+        publisher.drain()  # what was published before goes out before this listener joins
+        self.layer = get_channel_layer()
+        self.channel = async_to_sync(self.layer.new_channel)()
+        async_to_sync(self.layer.group_add)(conversation_group(conversation_id), self.channel)
+        self.drained = False
+
+    def drain(self, timeout: float = 0.5) -> list[dict[str, Any]]:
+        """Every message received until none comes for ``timeout`` seconds, batches unpacked."""
+        assert not self.drained, "drain a listener once; make a new one to listen again"
+        self.drained = True
+        publisher.drain()
+
+        async def receive() -> list[dict[str, Any]]:
+            got: list[dict[str, Any]] = []
+            while True:
+                try:
+                    message = await asyncio.wait_for(self.layer.receive(self.channel), timeout)
+                except TimeoutError:
+                    return got
+                got.extend(unpack(message))
+
+        return async_to_sync(receive)()
+
+    def tool_updates(self, call_id: str) -> list[dict[str, Any]]:
+        return [
+            m["update"]
+            for m in self.drain()
+            if m["type"] == "tool.updated" and m["update"]["toolCallId"] == call_id
+        ]
+
+
+def snapshot(conversation) -> dict[str, Any]:
+    """Everything of a conversation a refused host request must leave as it was."""
+    cid = conversation.pk
+    folder = conversation_dir(cid)
+    files = {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+    return {
+        "events": list(
+            ConversationEvent.objects.filter(conversation_id=cid)
+            .order_by("sequence")
+            .values_list("sequence", "type", "tool_call_id")
+        ),
+        "calls": list(
+            ToolCall.objects.filter(conversation_id=cid)
+            .order_by("id")
+            .values_list("id", "state", "generation", "attempt")
+        ),
+        "claims": list(
+            ExecutionClaim.objects.filter(call__conversation_id=cid)
+            .order_by("call_id")
+            .values_list("call_id", "token", "generation", "heartbeat_at", "expires_at")
+        ),
+        "activity": [
+            (a.tool_call_id, a.rev, json.dumps(a.state_json), json.dumps(a.payload_json))
+            + (a.raw_length, a.raw_sha1)
+            for a in ToolActivity.objects.filter(conversation_id=cid).order_by("id")
+        ],
+        "assets": list(Asset.objects.filter(conversation_id=cid).values_list("id", "sha256")),
+        "files": files,
+    }
