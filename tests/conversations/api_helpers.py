@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import Permission
 from django.test import Client
+from django.utils import timezone
 
 from conversations.models import (
     Asset,
@@ -20,10 +22,11 @@ from conversations.models import (
     ToolCall,
     Turn,
 )
+from conversations.services.async_runs import async_run_start
 from conversations.services.claims import claim_acquire
 from conversations.services.settlement import ClaimGuard, call_settle
-from conversations.storage import conversation_dir
-from tools.models import PermissionRule
+from conversations.storage import attempt_relative, conversation_dir
+from tools.models import AsyncRun, Launch, PermissionRule
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -114,6 +117,8 @@ class World:
     settled_id: str
     open_id: str
     asset_id: str
+    run_id: str
+    launch_id: str
 
     def ids(self) -> dict[str, str]:
         return {
@@ -122,6 +127,8 @@ class World:
             "settled": self.settled_id,
             "open": self.open_id,
             "asset": self.asset_id,
+            "run": self.run_id,
+            "launch": self.launch_id,
         }
 
 
@@ -135,7 +142,24 @@ def build_world(owner) -> World:
     assert state_of(bash_id) == "awaiting_approval"
     event = settle_host(host_id, result={"lines": "one\ntwo"}, text="one\ntwo")
     asset_id = event.payload["assetIds"][0]
-    return World(conversation, turn_id, str(host_id), str(bash_id), asset_id)
+    run = async_run_start(
+        run_id=uuid.uuid4(),
+        conversation_id=conversation.pk,
+        tool_call_id=host_id,
+        command="make watch",
+        cwd="/ws",
+        folder=attempt_relative(conversation.pk, host_id, 1),
+        host="elsewhere",
+        pid=1,
+        pgid=1,
+        process_start=1,
+    )
+    launch = Launch.objects.create(  # a launch a worker on another host watches
+        owner=owner, name="dev", command="make serve", host="elsewhere", started_at=timezone.now()
+    )
+    return World(
+        conversation, turn_id, str(host_id), str(bash_id), asset_id, str(run.pk), str(launch.pk)
+    )
 
 
 def world_state(world: World) -> dict[str, Any]:
@@ -161,6 +185,8 @@ def world_state(world: World) -> dict[str, Any]:
             ToolActivity.objects.filter(conversation_id=cid).order_by("id").values_list("id", "rev")
         ),
         "rules": PermissionRule.objects.count(),
+        "runs": list(AsyncRun.objects.filter(conversation_id=cid).values_list("id", "status")),
+        "launches": list(Launch.objects.values_list("id", "status", "heartbeat_at")),
         "files": sorted(str(p.relative_to(folder)) for p in folder.rglob("*")),
     }
 
@@ -209,6 +235,22 @@ ROUTES: list[tuple[str, str, Any]] = [
     ("get", "/assets/{asset}", None),
     ("get", "/assets/{asset}/lines", None),
     ("get", "/assets/{asset}/lines?offset=0&limit=10", None),
+    (
+        "post",
+        "/tool-calls/{open}/updates",
+        {"token": str(uuid.UUID(int=1)), "generation": 1, "update": {}},
+    ),
+    (
+        "post",
+        "/tool-calls/{open}/settle",
+        {"token": str(uuid.UUID(int=1)), "generation": 1, "outcome": "completed", "content": []},
+    ),
+    ("get", "/async-runs/{run}", None),
+    ("get", "/async-runs/{run}/log", None),
+    ("post", "/async-runs/{run}/kill", None),
+    ("get", "/launches/{launch}", None),
+    ("get", "/launches/{launch}/log?limit=5", None),
+    ("post", "/launches/{launch}/stop", None),
 ]
 
 
