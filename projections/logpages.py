@@ -25,6 +25,9 @@ use as is, extend from the covered size (a file that grew: an async run still wr
 rebuild (a file replaced, shrunk or rewritten). Validating in the header instead of naming the
 sidecar by size and mtime lets a growing file extend its one sidecar instead of leaving one
 per size behind.
+
+A process capture builds the sidecar while it writes the file (:class:`LineIndexWriter`), so
+even the first page of a capture, running or finished, seeks instead of scanning.
 """
 
 from __future__ import annotations
@@ -188,14 +191,19 @@ def _scan_newlines(log: BinaryIO, start: int, stop: int) -> Iterator[array]:
         if not chunk:
             raise OSError(f"{log.name}: shrank while indexed")
         found = array("Q")
-        if chunk.count(b"\n"):
-            find, append = chunk.find, found.append
-            i = find(b"\n")
-            while i >= 0:
-                append(pos + i + 1)
-                i = find(b"\n", i + 1)
+        _add_newlines(found, chunk, pos)
         pos += len(chunk)
         yield found
+
+
+def _add_newlines(found: array, chunk: bytes, pos: int) -> None:
+    """Append to ``found`` the offsets just past each ``\\n`` of ``chunk``, which starts at ``pos``."""
+    if chunk.count(b"\n"):
+        find, append = chunk.find, found.append
+        i = find(b"\n")
+        while i >= 0:
+            append(pos + i + 1)
+            i = find(b"\n", i + 1)
 
 
 def _tail_digest(log: BinaryIO, covered: int) -> bytes:
@@ -348,10 +356,8 @@ def _sidecar_extend(
     for found in _scan_newlines(log, stored.covered if stored else 0, st.st_size):
         if _SWAP:
             found.byteswap()
-        data = memoryview(found.tobytes())
-        while data:  # a regular file rarely writes short, but it may
-            written = os.pwrite(fd, data, pos)
-            data, pos = data[written:], pos + written
+        _pwrite_all(fd, found.tobytes(), pos)
+        pos += len(found) * 8
         count += len(found)
     return count
 
@@ -377,3 +383,129 @@ def _write_header(fd: int, stamp: _Stamp, count: int) -> None:
 def _lock(fd: int, mode: int) -> None:
     if fcntl is not None:
         fcntl.flock(fd, mode)
+
+
+# --- index: written while the file is written ---------------------------------------------------
+
+# A writer publishes its offsets at least this often, so a page of a growing file scans at most
+# this many bytes past the sidecar's header (and extends the sidecar with them).
+WRITER_FLUSH_BYTES = INDEX_CHUNK_BYTES
+# ... and holds at most this many offsets in memory (512 KiB) between two flushes.
+WRITER_FLUSH_OFFSETS = 64 * 1024
+
+
+class LineIndexWriter:
+    """The sidecar index of a file, kept by the one process that appends to the file.
+
+    Feed it the bytes appended to ``path``, in order, each time *after* they are written. Their
+    offsets go to the sidecar that :func:`read_page` reads with the same ``index_dir``: appended
+    after the ones already there, then the header rewritten (bytes covered, count, the file's
+    mtime and inode, the digest of the covered tail), under the sidecar's exclusive lock, once
+    every ``WRITER_FLUSH_BYTES`` fed and on :meth:`flush` and :meth:`close`. A page of the file
+    while it grows scans at most the bytes fed since the last flush (and extends the sidecar
+    with them, which the writer accepts: offsets depend only on the bytes); a page of the
+    finished file finds the index fresh and reads no byte of the file to serve it but its lines.
+
+    Memory stays flat: offsets wait in memory only until the next flush. The file must be empty
+    when the writer starts. A sidecar found in a state this writer did not leave (rebuilt by a
+    reader, damaged, naming another file) or a file that does not hold exactly the bytes fed
+    stops the writer: readers then scan as they do for any file, slower and never wrong.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], index_dir: str | os.PathLike[str]) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        st = os.stat(self.path)
+        if st.st_size:
+            raise ValueError(f"{self.path} is not empty: a writer indexes a file from its start")
+        self._ident = (st.st_ino, st.st_dev)
+        self._covered = self._flushed_covered = self._flushed_count = 0
+        self._pending = array("Q")
+        self._tail = b""
+        os.makedirs(index_dir, exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        self._fd: int | None = os.open(sidecar_path(self.path, index_dir), flags, 0o644)
+        try:
+            _lock(self._fd, fcntl.LOCK_EX if fcntl else 0)
+            os.ftruncate(self._fd, 0)  # whatever an earlier file of this path left
+            _write_header(self._fd, self._stamp(st), 0)
+        except BaseException:
+            self._stop()
+            raise
+        _lock(self._fd, fcntl.LOCK_UN if fcntl else 0)
+
+    @property
+    def active(self) -> bool:
+        """Whether the sidecar is still kept by this writer."""
+        return self._fd is not None
+
+    def feed(self, data: bytes) -> None:
+        """Index ``data``, the bytes just appended to the file (already written)."""
+        if self._fd is None or not data:
+            return
+        _add_newlines(self._pending, data, self._covered)
+        self._covered += len(data)
+        self._tail = (self._tail + data[-TAIL_CHECK_BYTES:])[-TAIL_CHECK_BYTES:]
+        if (
+            self._covered - self._flushed_covered >= WRITER_FLUSH_BYTES
+            or len(self._pending) >= WRITER_FLUSH_OFFSETS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Publish every byte fed so far: the offsets, then the header that counts them."""
+        if self._fd is None or self._covered == self._flushed_covered:
+            return
+        st = os.stat(self.path)
+        if (st.st_ino, st.st_dev) != self._ident or st.st_size != self._covered:
+            self._stop()  # not the bytes we were fed: leave the file to readers
+            return
+        fd = self._fd
+        try:
+            _lock(fd, fcntl.LOCK_EX if fcntl else 0)
+            stored, _ = _read_header(fd)
+            if (
+                stored is None
+                or (stored.ino, stored.dev) != self._ident
+                or stored.covered < self._flushed_covered
+            ):
+                self._stop()
+                return
+            if stored.covered <= self._covered:  # else a reader already indexed further
+                found = self._pending
+                if _SWAP:
+                    found.byteswap()
+                _pwrite_all(fd, found.tobytes(), _HEADER.size + self._flushed_count * 8)
+                _write_header(fd, self._stamp(st), self._flushed_count + len(self._pending))
+        except OSError:
+            self._stop()  # a header is written last: what is on disk stays consistent
+            raise
+        finally:
+            if self._fd is not None:
+                _lock(fd, fcntl.LOCK_UN if fcntl else 0)
+        self._flushed_count += len(self._pending)
+        self._flushed_covered = self._covered
+        self._pending = array("Q")
+
+    def close(self) -> None:
+        """Flush and let go of the sidecar (idempotent)."""
+        try:
+            self.flush()
+        finally:
+            self._stop()
+
+    def _stamp(self, st: os.stat_result) -> _Stamp:
+        tail = hashlib.blake2b(self._tail, digest_size=16).digest()
+        return _Stamp(self._covered, st.st_mtime_ns, st.st_ino, st.st_dev, tail)
+
+    def _stop(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self._pending = array("Q")
+            os.close(fd)  # releases a lock still held
+
+
+def _pwrite_all(fd: int, data: bytes, pos: int) -> None:
+    view = memoryview(data)
+    while view:  # a regular file rarely writes short, but it may
+        written = os.pwrite(fd, view, pos)
+        view, pos = view[written:], pos + written

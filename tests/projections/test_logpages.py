@@ -17,6 +17,7 @@ from projections.logpages import (
     LINE_MAX_BYTES,
     MAX_LIMIT,
     PAGE_MAX_BYTES,
+    LineIndexWriter,
     PageParamError,
     clear_index_cache,
     read_page,
@@ -518,3 +519,110 @@ def test_read_page_matches_the_reference(pieces, cut, offset, limit, early, side
         assert read_page(path, offset=offset, limit=limit, index_dir=index_dir) == (
             reference_page(data, path, offset, limit)
         )
+
+
+# --- the index written while the file is written ------------------------------------------------
+
+
+def written(path: str, index: str, chunks, *, close: bool = True) -> LineIndexWriter:
+    """Append ``chunks`` to the (new, empty) file at ``path``, indexing each after its write."""
+    Path(path).write_bytes(b"")
+    writer = LineIndexWriter(path, index)
+    for chunk in chunks:
+        append(path, chunk)
+        writer.feed(chunk)
+    if close:
+        writer.close()
+    return writer
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(
+        st.sampled_from([b"a", b"bc", b"\n", b"\r\n", b"\xe2\x82", b"x" * 9]), max_size=60
+    ),
+    cuts=st.lists(st.integers(1, 12), min_size=1, max_size=10),
+    flush_bytes=st.integers(1, 40),
+)
+def test_the_written_index_is_the_one_a_scan_builds(pieces, cuts, flush_bytes):
+    data = b"".join(pieces)
+    chunks, start, i = [], 0, 0
+    while start < len(data):
+        chunks.append(data[start : start + cuts[i % len(cuts)]])
+        start, i = start + cuts[i % len(cuts)], i + 1
+    with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+        mp.setattr(logpages, "WRITER_FLUSH_BYTES", flush_bytes)
+        path = os.path.join(tmp, "log.txt")
+        writer = written(path, os.path.join(tmp, "w"), chunks)
+        assert not writer.active
+        read_page(path, index_dir=os.path.join(tmp, "r"))  # a reader's own, by a scan
+        ours = Path(sidecar_path(path, os.path.join(tmp, "w"))).read_bytes()
+        theirs = Path(sidecar_path(path, os.path.join(tmp, "r"))).read_bytes()
+        assert ours == theirs
+
+
+def test_a_finished_written_index_is_used_as_is(tmp_path, reads):
+    index = str(tmp_path / "index")
+    path = str(tmp_path / "log.txt")
+    written(
+        path,
+        index,
+        [b"".join(b"%07d\n" % i for i in range(j, j + 1000)) for j in range(0, 300_000, 1000)],
+    )
+    sidecar = Path(sidecar_path(path, index))
+    before = sidecar.stat()
+    page = read_page(path, offset=123_456, limit=2, index_dir=index)
+    assert page["lines"] == ["0123456", "0123457"]
+    assert page["totalLines"] == 300_000
+    assert reads.take() == 16  # its two lines and nothing else
+    after = sidecar.stat()
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+
+
+def test_a_growing_written_file_pages_and_the_reader_extension_is_kept(
+    tmp_path, reads, monkeypatch
+):
+    monkeypatch.setattr(logpages, "WRITER_FLUSH_BYTES", 64 * KIB)
+    index = str(tmp_path / "index")
+    path = str(tmp_path / "log.txt")
+    block = b"".join(b"%07d\n" % i for i in range(10_000))  # 80,000 bytes
+    writer = written(path, index, [block, b"par"], close=False)  # flushed once, at 64 KiB
+    page = read_page(path, limit=2, index_dir=index)
+    assert (page["lines"], page["totalLines"]) == (["0009999", "par"], 10_001)
+    assert reads.take() < 20 * KIB  # only what the writer had not published
+    for chunk in (b"tial\n", block):
+        append(path, chunk)
+        writer.feed(chunk)
+        assert read_page(path, offset=10_000, limit=1, index_dir=index)["lines"] == ["partial"]
+    writer.close()
+    reads.take()
+    page = read_page(path, limit=1, index_dir=index)
+    assert (page["lines"], page["totalLines"]) == (["0009999"], 20_001)
+    assert reads.take() == 8  # its one line, "\n" included
+
+
+def test_a_writer_needs_an_empty_file(tmp_path):
+    path = write(tmp_path / "log.txt", b"a\n")
+    with pytest.raises(ValueError, match="not empty"):
+        LineIndexWriter(path, tmp_path / "index")
+
+
+@pytest.mark.parametrize("damage", ["header", "foreign_bytes"])
+def test_a_writer_that_loses_its_sidecar_stops_and_pages_stay_right(tmp_path, damage):
+    index = str(tmp_path / "index")
+    path = str(tmp_path / "log.txt")
+    writer = written(path, index, [b"one\ntwo\n"], close=False)
+    writer.flush()
+    if damage == "header":
+        sidecar = Path(sidecar_path(path, index))
+        sidecar.write_bytes(b"\xff" * 40 + sidecar.read_bytes()[40:])
+    else:
+        append(path, b"not fed\n")  # the file no longer holds exactly the bytes fed
+    append(path, b"three\n")
+    writer.feed(b"three\n")
+    writer.close()
+    assert not writer.active
+    lines = read_page(path, index_dir=index)["lines"]
+    assert lines == (
+        ["one", "two", "three"] if damage == "header" else ["one", "two", "not fed", "three"]
+    )
