@@ -119,7 +119,9 @@ def async_run_finish(
         return None
     folder = data_dir() / run.folder
     files = _capture_files(folder) if files is None else files
-    assets = [asset_row(f.path, f.kind, f.media_type, f.truncated) for f in files]
+    assets = [
+        asset_row(f.path, f.kind, f.media_type, f.truncated, asset_id=f.asset_id) for f in files
+    ]
     output = folder / "output.txt"
     process = {"exit_code": exit_code, "signal": signal, "not_stored_bytes": not_stored_bytes}
     payload = {

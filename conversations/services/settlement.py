@@ -89,6 +89,8 @@ class AttemptFile:
     kind: str
     media_type: str = "text/plain; charset=utf-8"
     truncated: bool = False
+    # The asset's id when the caller names it beforehand (so its complete result can cite it).
+    asset_id: UUID | None = None
 
 
 @dataclass
@@ -126,12 +128,13 @@ def asset_row(
     truncated: bool = False,
     data: bytes | None = None,
     relative: str | None = None,
+    asset_id: UUID | None = None,
 ) -> AssetRow:
     """An asset row for a file of the attempt; ``data`` when the caller holds its bytes (no
     re-read), else the file is stat'ed and hashed (streamed). ``relative``: its path under
     ``DATA_DIR`` when the caller knows it."""
     return AssetRow(
-        id=uuid.uuid4(),
+        id=asset_id or uuid.uuid4(),
         kind=kind,
         path=relative if relative is not None else relative_to_data(path),
         size=len(data) if data is not None else path.stat().st_size,
@@ -171,7 +174,9 @@ def _prepare(
             asset_row(path, kind, "application/json", data=data, relative=f"{relative}/{name}")
         )
     for item in files:
-        prepared.assets.append(asset_row(item.path, item.kind, item.media_type, item.truncated))
+        prepared.assets.append(
+            asset_row(item.path, item.kind, item.media_type, item.truncated, asset_id=item.asset_id)
+        )
     output_path = folder / "output.txt"
     # Labelled by their path in the attempt folder (``images/1.png``), named absolute.
     artifacts = [
@@ -219,14 +224,15 @@ def call_settle(
     reason: str | None = None,
     files: Sequence[AttemptFile] = (),
     supervision: dict[str, Any] | None = None,
+    async_run_id: UUID | None = None,
 ) -> ConversationEvent:
     """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
 
     ``result`` is the complete result, written as ``result.json`` in the attempt's folder;
     ``text``/``items``/``process`` are what the model projection summarises; ``reason`` the
     message of a terminal outcome; ``supervision`` the decision of a call settled while it is
-    supervised (everything else settlement reads from the row). A command's turn ends with its
-    call.
+    supervised (everything else settlement reads from the row); ``async_run_id`` the background
+    run a ``bash`` call became. A command's turn ends with its call.
     """
     call = settling_call_load(call_id)
     if call is None:
@@ -251,6 +257,8 @@ def call_settle(
     payload = _response_payload(
         call, guard=guard, outcome=outcome, prepared=prepared, supervision=supervision
     )
+    if async_run_id is not None:
+        payload["asyncRunId"] = str(async_run_id)  # a bash call promoted to the background
     try:
         with publish.atomic():
             event = _commit(call, guard, payload, prepared, text)

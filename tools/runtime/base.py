@@ -56,6 +56,10 @@ class CallContext:
     # Run a blocking function that uses the database on the worker's database threads (each
     # gives its connection back), e.g. a core service: ``await ctx.sync(service, **kwargs)``.
     sync: Callable[..., Awaitable[Any]] | None = field(default=None, repr=False)
+    # Hand a process that goes on after the call settles to the worker, which watches it to its
+    # end: ``ctx.background(run_id, capture, deadline)`` (a ``bash`` call promoted to an async
+    # run; ``deadline``: seconds it may still run, None for no limit).
+    background: Callable[..., None] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -72,6 +76,8 @@ class HandlerResult:
     # The handler moved the call on itself and released its claim (``ask_user`` waits for the
     # person): the worker settles nothing.
     suspended: bool = False
+    # The call became this background run (its response says ``asyncRunId``).
+    async_run_id: UUID | None = None
 
 
 Handler = Callable[[CallContext], Awaitable[HandlerResult]]

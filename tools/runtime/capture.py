@@ -78,6 +78,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conversations.storage import CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE
 from projections.json_cost import json_cost, json_size
 from projections.logpages import LineIndexWriter
 from projections.tool_output import append_tool_output
@@ -87,7 +88,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CAPTURE_MAX_BYTES = 16 * 1024 * 1024
 READ_BYTES = 64 * 1024
 KILL_GRACE_SECONDS = 5.0
 DRAIN_IDLE_SECONDS = 0.5
@@ -96,7 +96,6 @@ GROUP_POLL_SECONDS = 0.05
 # A pipe still open at the end is read until empty, but at most this many reads: a writer
 # that keeps refilling it does not hold capture up.
 FINAL_READS = 16
-MEDIA_TYPE = "text/plain; charset=utf-8"
 STREAMS = ("stdout", "stderr")
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -158,7 +157,7 @@ def _leader(pgid: int, start_ticks: int | None) -> str:
     return _OURS if start_ticks is not None and int(fields[19]) == start_ticks else _OTHER
 
 
-def _group_has_live_member(pgid: int) -> bool:
+def group_has_live_member(pgid: int) -> bool:
     """Whether a process of group ``pgid`` is still running (zombies do not count)."""
     try:
         names = os.listdir("/proc")
@@ -189,7 +188,7 @@ def group_is_alive(pgid: int, start_ticks: int) -> bool:
     fields = _proc_stat(pgid)
     if fields is None or int(fields[19]) != start_ticks:
         return False
-    return fields[0] not in ("Z", "X") or _group_has_live_member(pgid)
+    return fields[0] not in ("Z", "X") or group_has_live_member(pgid)
 
 
 async def kill_group(pgid: int, start_ticks: int, grace: float = KILL_GRACE_SECONDS) -> bool:
@@ -204,7 +203,7 @@ async def kill_group(pgid: int, start_ticks: int, grace: float = KILL_GRACE_SECO
         return False
     _killpg(pgid, signal.SIGTERM)
     await _await_group_end(pgid, grace)
-    if _leader(pgid, start_ticks) != _OTHER and _group_has_live_member(pgid):
+    if _leader(pgid, start_ticks) != _OTHER and group_has_live_member(pgid):
         _killpg(pgid, signal.SIGKILL)
     return True
 
@@ -216,7 +215,7 @@ async def _await_group_end(pgid: int, timeout: float, exited: asyncio.Event | No
     if exited is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(exited.wait(), timeout)
-    while _group_has_live_member(pgid) and loop.time() < deadline:
+    while group_has_live_member(pgid) and loop.time() < deadline:
         await asyncio.sleep(min(GROUP_POLL_SECONDS, max(0.0, deadline - loop.time())))
 
 
@@ -420,7 +419,7 @@ class ProcessCapture:
         if not self._signal_group(signal.SIGTERM):
             return
         await _await_group_end(self.pgid, grace, self._exited)
-        if not self._exited.is_set() or _group_has_live_member(self.pgid):
+        if not self._exited.is_set() or group_has_live_member(self.pgid):
             self._signal_group(signal.SIGKILL)
 
     async def run(self, timeout: float | None, *, grace: float = KILL_GRACE_SECONDS) -> dict:
@@ -606,7 +605,9 @@ class ProcessCapture:
         from tools.runtime.base import AttemptFile
 
         return [
-            AttemptFile(path=s.path, kind=name, media_type=MEDIA_TYPE, truncated=s.bytes > s.stored)
+            AttemptFile(
+                path=s.path, kind=name, media_type=CAPTURE_MEDIA_TYPE, truncated=s.bytes > s.stored
+            )
             for name, s in self._sinks.items()
         ]
 

@@ -7,7 +7,9 @@ through the host tool port.
 
 from __future__ import annotations
 
+from .async_tools import async_bash_kill, async_bash_logs
 from .base import Handler
+from .bash import bash
 from .files.find import find
 from .files.grep import grep
 from .files.ls import ls
@@ -15,10 +17,13 @@ from .files.read import read
 from .handlers import ask_user
 
 HANDLERS: dict[str, Handler] = {
+    "bash": bash,
     "read": read,
     "grep": grep,
     "find": find,
     "ls": ls,
+    "async_bash_logs": async_bash_logs,
+    "async_bash_kill": async_bash_kill,
     "ask_user": ask_user,
 }
 

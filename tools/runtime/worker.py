@@ -37,12 +37,14 @@ from conversations.models import ToolCall
 from conversations.services import publish, runners
 from conversations.services.activity import activity_fold
 from conversations.services.claims import Claim, claim_acquire_batch, claim_renew
+from conversations.services.launches import launches_waiting
 from conversations.services.recovery import recover_all
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_dir, conversation_dir
 from tools.workspaces import conversation_workspace
 
 from .base import CallContext, Handler, HandlerResult, ToolError
+from .watchers import LAUNCH, RUN, Watchers
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +113,8 @@ class Worker:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._launches_waiting = True  # look at start
+        self.watchers = Watchers(db=self.db, host=self.host, worker=self.name)
 
     # --- from other threads ---------------------------------------------------------------
 
@@ -123,9 +127,28 @@ class Worker:
 
     def revoke(self, call_id: str) -> None:
         """The call's claim was taken (any thread): stop its run."""
+        self._soon(self._stop_call, str(call_id))
+
+    def kill_run(self, run_id: str) -> None:
+        """An async run is to be killed (any thread): done if it is watched here."""
+        self._soon(self.watchers.kill, RUN, str(run_id))
+
+    def stop_launch(self, launch_id: str) -> None:
+        """A launch is to be stopped (any thread): done if it is watched here."""
+        self._soon(self.watchers.kill, LAUNCH, str(launch_id))
+
+    def launch_waiting(self, launch_id: str | None = None) -> None:
+        """A launch waits for a worker (any thread): try to take it."""
+        self._soon(self._launch_waiting)
+
+    def _launch_waiting(self) -> None:
+        self._launches_waiting = True
+        self._wake.set()
+
+    def _soon(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._loop is not None:
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._stop_call, str(call_id))
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self._loop.call_soon_threadsafe(fn, *args)
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -143,9 +166,12 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        runners.listen(runners.READY, self.wake)
-        runners.listen(runners.REVOKED, self.revoke)
-        background = [asyncio.create_task(self._sweep_every_lease())]
+        for channel, listener in self._listeners():
+            runners.listen(channel, listener)
+        background = [
+            asyncio.create_task(self._sweep_every_lease()),
+            asyncio.create_task(self._heartbeat_every_third_of_the_lease()),
+        ]
         if connection.vendor == "postgresql":
             background.append(asyncio.create_task(self._listen_to_the_database()))
         logger.info("worker started", extra={"worker": self.name})
@@ -153,13 +179,19 @@ class Worker:
             while not stop.is_set():
                 self._wake.clear()
                 await self._pick_up()
-                await _first_of(self._wake.wait(), stop.wait(), timeout=self.poll_seconds)
+                if self._launches_waiting:
+                    self._launches_waiting = False
+                    await self._start_launches()
+                woken = await _first_of(self._wake.wait(), stop.wait(), timeout=self.poll_seconds)
+                if not woken:
+                    self._launches_waiting = True  # the slow poll looks at launches too
         finally:
-            runners.unlisten(runners.READY, self.wake)
-            runners.unlisten(runners.REVOKED, self.revoke)
+            for channel, listener in self._listeners():
+                runners.unlisten(channel, listener)
             for task in background:
                 task.cancel()
             await self._stop_all()
+            await self.watchers.stop_all()
             await asyncio.gather(*background, return_exceptions=True)
             self._database.shutdown(wait=False)
             logger.info("worker stopped", extra={"worker": self.name})
@@ -176,6 +208,19 @@ class Worker:
             self._running[key] = asyncio.create_task(self._run(claim), name=f"call {key}")
         if len(claims) == free:
             self._wake.set()  # there may be more: look again once a slot frees
+
+    def _listeners(self) -> list[tuple[str, Callable[[str], None]]]:
+        return [
+            (runners.READY, self.wake),
+            (runners.REVOKED, self.revoke),
+            (runners.RUN_KILL, self.kill_run),
+            (runners.LAUNCH, self.launch_waiting),
+            (runners.LAUNCH_STOP, self.stop_launch),
+        ]
+
+    async def _start_launches(self) -> None:
+        for launch_id in await self.db(launches_waiting):
+            await self.watchers.start_launch(launch_id)
 
     def _stop_call(self, call_id: str) -> None:
         task = self._running.get(call_id)
@@ -219,6 +264,7 @@ class Worker:
                 process=result.process,
                 reason=result.reason,
                 files=result.files,
+                async_run_id=result.async_run_id,
             )
         except StaleClaim:
             logger.info("call lost its claim before settling", extra=self._log(claim))
@@ -270,6 +316,7 @@ class Worker:
             attempt_dir=attempt_dir(row.conversation_id, claim.call_id, claim.generation),
             update=update,
             sync=self.db,
+            background=self.watchers.watch_run,
         )
 
     async def _renew(self, claim: Claim) -> None:
@@ -302,10 +349,22 @@ class Worker:
     async def _sweep_every_lease(self) -> None:
         while True:
             try:
+                await self.watchers.kill_orphans(mine=self._pgids())
                 await self.sweep()
             except Exception:  # noqa: BLE001 - the next sweep tries again
                 logger.warning("recovery sweep failed", extra={"worker": self.name}, exc_info=True)
             await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE)
+
+    def _pgids(self) -> set[int]:
+        return self.watchers.pgids()
+
+    async def _heartbeat_every_third_of_the_lease(self) -> None:
+        while True:
+            await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE / 3)
+            try:
+                await self.watchers.heartbeat()
+            except Exception:  # noqa: BLE001 - the next one tries again
+                logger.warning("heartbeat failed", extra={"worker": self.name}, exc_info=True)
 
     async def _listen_to_the_database(self) -> None:
         """PostgreSQL: ``LISTEN`` for calls made ready and claims taken by other processes."""
@@ -315,15 +374,14 @@ class Worker:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
-                    for channel in (runners.READY, runners.REVOKED):
+                    listeners = dict(self._listeners())
+                    for channel in listeners:
                         await conn.execute(f"LISTEN {channel}")
-                    self._wake.set()  # whatever became ready while nobody listened
+                    self._launch_waiting()  # whatever came while nobody listened
                     async for note in conn.notifies():
-                        if note.channel == runners.READY:
-                            if note.payload in self.handlers:
-                                self._wake.set()
-                        elif note.channel == runners.REVOKED:
-                            self._stop_call(note.payload)
+                        listener = listeners.get(note.channel)
+                        if listener is not None:
+                            listener(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - reconnect; the poll covers the gap
@@ -337,10 +395,12 @@ def _listen_params() -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in keep and v not in (None, "")}
 
 
-async def _first_of(*waits: Any, timeout: float) -> None:
+async def _first_of(*waits: Any, timeout: float) -> bool:
+    """Wait for the first of ``waits``; False when ``timeout`` passed first."""
     tasks = [asyncio.ensure_future(w) for w in waits]
     try:
-        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
     finally:
         for task in tasks:
             task.cancel()

@@ -1,0 +1,160 @@
+"""``bash`` run by a real worker: capture, timeout, promotion to an async run, the async tools,
+cancel that kills, the environment. Real processes, real database."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from django.contrib.auth.models import Permission
+
+from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from conversations.selectors import turn_results
+from conversations.services.cancel import call_cancel
+from conversations.services.interactions import call_resolve
+from conversations.storage import absolute_from_data, data_dir
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tools.models import AsyncRun
+from tools.runtime.capture import group_has_live_member
+from tools.runtime.registry import HANDLERS
+
+from .worker_helpers import response_of, running_worker, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _call(user, tool: str, arguments: dict, conversation=None):
+    """A model call of ``tool``; a ``bash`` call that asks is approved (by a user who may)."""
+    conversation = conversation or new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, (tool, arguments)).call_ids
+    if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
+        user.user_permissions.add(Permission.objects.get(codename="run_commands"))
+        user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
+        approval = {"kind": "approval", "decision": "allow", "persist": False}
+        call_resolve(call_id=call_id, user=user, request_id="approve", resolution=approval)
+    return conversation, turn_id, call_id
+
+
+def _group_gone(pgid: int) -> bool:
+    """No live process left in the group (zombies of a PID 1 that does not reap count as
+    gone: they run nothing)."""
+    return not group_has_live_member(pgid)
+
+
+def test_a_command_is_captured_and_settles_with_its_files(user):
+    script = "echo hello; sleep 0.2; echo oops >&2; sleep 0.2; printf 'no newline'; exit 3"
+    with running_worker(handlers=HANDLERS):
+        _, _, call_id = _call(user, "bash", {"command": script})
+        payload = wait_for(lambda: response_of(call_id))
+    assert payload["outcome"] == "completed"  # it ran to the end, whatever its exit code
+    text = payload["modelContent"][0]["text"]
+    assert text == "hello\noops\nno newline\nProcess exit code 3."
+    assets = {a.kind: a for a in Asset.objects.filter(tool_call_id=call_id)}
+    assert set(assets) == {"payload", "stdout", "stderr", "output"}
+    assert absolute_from_data(assets["stdout"].path).read_bytes() == b"hello\nno newline"
+    assert absolute_from_data(assets["stderr"].path).read_bytes() == b"oops\n"
+    result = json.loads(absolute_from_data(assets["payload"].path).read_text())
+    assert (result["exitCode"], result["signal"], result["timedOut"]) == (3, None, False)
+    assert result["capture"]["stdout"] == {"bytes": 16, "storedBytes": 16, "truncated": False}
+    assert result["assets"] == {k: str(assets[k].id) for k in ("stdout", "stderr", "output")}
+    activity = ToolActivity.objects.get(tool_call_id=call_id)
+    assert activity.is_final and "hello" in activity.payload_json["output"]["text"]
+
+
+def test_the_environment_holds_no_server_secret(user, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgres://secret@db/x")
+    monkeypatch.setenv("SECRET_KEY", "s" * 40)
+    monkeypatch.setenv("TOOLCORE_ENV_GREETING", "hi")
+    with running_worker(handlers=HANDLERS):
+        conversation, _, call_id = _call(user, "bash", {"command": "env; pwd"})
+        payload = wait_for(lambda: response_of(call_id))
+    text = payload["modelContent"][0]["text"]
+    names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
+    assert names <= {"PATH", "HOME", "LANG", "TERM", "GREETING", "PWD", "SHLVL", "_"}
+    assert "GREETING=hi" in text and "TERM=dumb" in text
+    assert "secret" not in text and "s" * 40 not in text
+    workspace = text.splitlines()[-1]
+    assert workspace.endswith(conversation.workspace) and f"HOME={workspace}" in text
+
+
+def test_a_command_past_its_timeout_is_killed_and_says_so(user):
+    with running_worker(handlers=HANDLERS):
+        _, _, call_id = _call(user, "bash", {"command": "echo start; sleep 60", "timeout": 1})
+        payload = wait_for(lambda: response_of(call_id), timeout=15)
+    text = payload["modelContent"][0]["text"]
+    assert payload["outcome"] == "completed"
+    assert "start" in text and "Process timed out after 1 s and was killed." in text
+
+
+def test_a_long_command_is_promoted_to_an_async_run_and_its_end_is_a_notice(user, settings):
+    settings.TOOLCORE_PROMOTE_AFTER = 1
+    with running_worker(handlers=HANDLERS):
+        conversation, turn_id, call_id = _call(
+            user, "bash", {"command": "echo begun; sleep 2; echo done"}
+        )
+        payload = wait_for(lambda: response_of(call_id))
+        run_id = payload["asyncRunId"]
+        assert payload["modelContent"][0]["text"] == f"Running in background as async run {run_id}."
+        assert AsyncRun.objects.get(pk=run_id).status == "running"
+        notice = wait_for(
+            lambda: ConversationEvent.objects.filter(type="async_bash_event").first(), timeout=10
+        )
+    assert notice.payload["asyncRunId"] == run_id and notice.payload["status"] == "exited"
+    assert notice.payload["tail"]["stdout"] == "begun\ndone\n"
+    assert notice.payload["modelContent"][0]["text"] == "begun\ndone\n"
+    assert [n["sequence"] for n in turn_results(conversation.pk, turn_id)["queue"]] == [
+        notice.sequence
+    ]
+    assert {a.kind for a in Asset.objects.filter(event=notice)} == {"stdout", "stderr", "output"}
+
+
+def test_a_background_run_is_paged_and_killed_by_the_model(user):
+    script = "for i in $(seq 1 300); do echo line $i; done; sleep 120"
+    with running_worker(handlers=HANDLERS):
+        conversation, _, call_id = _call(
+            user, "bash", {"command": script, "run_in_background": True}
+        )
+        run_id = wait_for(lambda: response_of(call_id))["asyncRunId"]
+        wait_for(lambda: b"line 300" in _output(run_id))
+        _, _, logs = _call(
+            user,
+            "async_bash_logs",
+            {"id": run_id, "offset": 10, "limit": 3},
+            conversation=conversation,
+        )
+        text = wait_for(lambda: response_of(logs))["modelContent"][0]["text"]
+        assert text.splitlines()[:3] == ["line 11", "line 12", "line 13"]
+        assert "Continue with offset=13." in text
+        pgid = AsyncRun.objects.get(pk=run_id).pgid
+        _, _, kill = _call(user, "async_bash_kill", {"id": run_id}, conversation=conversation)
+        assert wait_for(lambda: response_of(kill), timeout=15)["modelContent"][0]["text"] == (
+            f"Killed async run {run_id}."
+        )
+    run = AsyncRun.objects.get(pk=run_id)
+    assert run.status == "killed" and run.signal == "SIGTERM"
+    assert _group_gone(pgid)
+    notice = ConversationEvent.objects.get(type="async_bash_event")
+    assert notice.payload["status"] == "killed"
+
+
+def _output(run_id) -> bytes:
+    path = data_dir() / AsyncRun.objects.get(pk=run_id).folder / "output.txt"
+    return path.read_bytes() if path.exists() else b""
+
+
+def test_cancelling_a_running_command_kills_its_whole_group(user):
+    script = "sleep 300 & sh -c 'sleep 300' & echo started; wait"
+    with running_worker(handlers=HANDLERS):
+        _, _, call_id = _call(user, "bash", {"command": script})
+        claim = wait_for(
+            lambda: ExecutionClaim.objects.filter(call_id=call_id, pgid__isnull=False).first()
+        )
+        assert not _group_gone(claim.pgid)
+        started = time.monotonic()
+        assert call_cancel(call_id=call_id) == {"outcome": "indeterminate", "alreadySettled": False}
+        wait_for(lambda: _group_gone(claim.pgid), timeout=10)
+        assert time.monotonic() - started < 7  # SIGTERM, and SIGKILL after 5 s at the latest
+    assert not ToolCall.objects.filter(pk=call_id).exists()
+    assert response_of(call_id)["outcome"] == "indeterminate"

@@ -1,0 +1,216 @@
+"""Processes a worker watches after (or without) a call: async runs and launches
+(docs/subsystems/async_runs.md, docs/subsystems/launches.md).
+
+The worker that started such a process watches it to its end: it renews the row's heartbeat
+every third of the lease, kills the group when asked (or when a promoted command's ``timeout``
+runs out), and records the end (``async_run_finish``: the notice; ``launch_finish``: the
+summary). When a worker dies, its rows' heartbeats go stale: recovery marks them ``lost``, and
+the sweep of a worker on the same host kills the groups it left (``kill_orphans``: only when
+the leader's start time still matches, so a recycled pid is never killed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from conversations.services.async_runs import async_run_finish, async_runs_heartbeat
+from conversations.services.claims import claims_left_by
+from conversations.services.launches import (
+    launch_cwd,
+    launch_finish,
+    launch_folder,
+    launch_started,
+    launch_take,
+    launches_heartbeat,
+)
+from tools.models import AsyncRun, Launch, ProcessStatus
+
+from .capture import ProcessCapture, kill_group, tool_environment
+
+logger = logging.getLogger(__name__)
+
+RUN, LAUNCH = "async run", "launch"
+Database = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class Watched:
+    kind: str
+    id: str
+    capture: ProcessCapture
+    kill_requested: bool = False
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def _end(capture: ProcessCapture, killed: bool) -> tuple[str, dict[str, Any]]:
+    result = capture.result()
+    status = ProcessStatus.KILLED if killed or result["timedOut"] else ProcessStatus.EXITED
+    return status, result
+
+
+class Watchers:
+    """The async runs and launches one worker watches."""
+
+    def __init__(self, *, db: Database, host: str, worker: str) -> None:
+        self._db, self.host, self.worker = db, host, worker
+        self._watched: dict[tuple[str, str], Watched] = {}
+
+    def pgids(self) -> set[int]:
+        return {w.capture.pgid for w in self._watched.values() if w.capture.pgid is not None}
+
+    # --- async runs -----------------------------------------------------------------------
+
+    def watch_run(self, run_id: Any, capture: ProcessCapture, deadline: float | None) -> None:
+        """Watch a promoted ``bash`` command to its end (``deadline``: seconds it may still
+        run; None: no limit)."""
+        watched = Watched(RUN, str(run_id), capture)
+        self._watched[(RUN, watched.id)] = watched
+        watched.task = asyncio.create_task(self._watch(watched, deadline))
+
+    # --- launches -------------------------------------------------------------------------
+
+    async def start_launch(self, launch_id: Any) -> bool:
+        """Take a launch nobody took yet and start its process; False when another worker
+        took it first (or it was stopped meanwhile)."""
+        launch: Launch | None = await self._db(launch_take, launch_id=launch_id, host=self.host)
+        if launch is None:
+            return False
+        folder = launch_folder(launch.pk)
+        try:
+            cwd = launch_cwd(launch.owner_id, launch.cwd)
+            cwd.mkdir(parents=True, exist_ok=True)
+            capture = ProcessCapture(
+                command=launch.command,
+                cwd=cwd,
+                env=tool_environment(cwd),
+                folder=folder,
+                index_dir=settings.DATA_DIR / "index",
+            )
+            await capture.start()
+        except Exception:  # noqa: BLE001 - it could not start: say so, end it
+            logger.exception("launch %s could not start", launch.pk, extra={"worker": self.worker})
+            await self._db(
+                launch_finish,
+                launch_id=launch.pk,
+                status=ProcessStatus.EXITED,
+                exit_code=None,
+                signal=None,
+            )
+            return True
+        await self._db(
+            launch_started,
+            launch_id=launch.pk,
+            pid=capture.pid,
+            pgid=capture.pgid,
+            process_start=capture.process_start_ticks,
+        )
+        watched = Watched(LAUNCH, str(launch.pk), capture)
+        self._watched[(LAUNCH, watched.id)] = watched
+        watched.task = asyncio.create_task(self._watch(watched, None))
+        return True
+
+    # --- both -----------------------------------------------------------------------------
+
+    def kill(self, kind: str, value: str) -> None:
+        """Kill the group of a run or launch watched here (asked through the API or a tool);
+        its end is then recorded ``killed``."""
+        watched = self._watched.get((kind, value))
+        if watched is not None and not watched.kill_requested:
+            watched.kill_requested = True
+            asyncio.create_task(watched.capture.terminate())
+
+    async def _watch(self, watched: Watched, deadline: float | None) -> None:
+        capture = watched.capture
+        try:
+            if not await capture.wait(deadline):
+                await capture.terminate(timed_out=True)
+                await capture.wait()
+        except asyncio.CancelledError:
+            # The worker stops: the process goes with it, and its end is recorded below.
+            watched.kill_requested = True
+            await asyncio.shield(capture.terminate())
+            await asyncio.shield(capture.wait())
+        finally:
+            self._watched.pop((watched.kind, watched.id), None)
+        status, result = _end(capture, watched.kill_requested)
+        if watched.kind == RUN:
+            output = result["capture"]["output"]
+            await self._db(
+                async_run_finish,
+                run_id=watched.id,
+                status=status,
+                exit_code=result["exitCode"],
+                signal=result["signal"],
+                not_stored_bytes=output["bytes"] - output["storedBytes"],
+                files=capture.files(),
+            )
+        else:
+            await self._db(
+                launch_finish,
+                launch_id=watched.id,
+                status=status,
+                exit_code=result["exitCode"],
+                signal=result["signal"],
+            )
+        logger.info(
+            "%s %s ended %s", watched.kind, watched.id, status, extra={"worker": self.worker}
+        )
+
+    async def heartbeat(self) -> None:
+        runs = [w.id for w in self._watched.values() if w.kind == RUN]
+        launches = [w.id for w in self._watched.values() if w.kind == LAUNCH]
+        if runs:
+            await self._db(async_runs_heartbeat, run_ids=runs)
+        if launches:
+            await self._db(launches_heartbeat, launch_ids=launches)
+
+    async def stop_all(self) -> None:
+        """End every watched process with the worker (each recorded ``killed``)."""
+        tasks = [w.task for w in self._watched.values() if w.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- what dead workers left on this host ----------------------------------------------
+
+    async def kill_orphans(self, mine: set[int]) -> list[str]:
+        """Kill the process groups that workers of this host left when they died: of expired
+        claims, and of running runs and launches whose heartbeat is older than the lease.
+        Groups this worker runs (``mine``) are left alone."""
+        left = await self._db(_left_on, self.host)
+        killed = []
+        for what, pgid, start in left:
+            if pgid in mine or pgid in self.pgids():
+                continue
+            if await kill_group(pgid, start):
+                killed.append(what)
+                logger.warning("killed the process group %s left by %s", pgid, what)
+        return killed
+
+
+def _left_on(host: str) -> list[tuple[str, int, int]]:
+    """(what, pgid, leader start ticks) of the groups dead workers of ``host`` left."""
+    stale = timezone.now() - timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
+    left = [
+        (f"call {c.call_id}", c.pgid, c.process_start)
+        for c in claims_left_by(host=host)
+        if c.process_start is not None
+    ]
+    for model, kind in ((AsyncRun, RUN), (Launch, LAUNCH)):
+        rows = model.objects.filter(
+            status=ProcessStatus.RUNNING,
+            host=host,
+            pgid__isnull=False,
+            process_start__isnull=False,
+            heartbeat_at__lt=stale,
+        ).values_list("pk", "pgid", "process_start")
+        left.extend((f"{kind} {pk}", pgid, start) for pk, pgid, start in rows)
+    return left
