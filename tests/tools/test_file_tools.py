@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -358,14 +359,25 @@ async def test_grep_long_lines_are_cut_and_fill_the_budget_by_bytes(ws):
 async def test_grep_stops_at_its_time_limit_and_says_so(ws, monkeypatch):
     # A regex that backtracks: each file costs milliseconds however fast the machine is.
     for n in range(100):
-        (ws / f"f{n:03}.txt").write_text("a" * 22 + "\n")
-    monkeypatch.setattr(grep, "TIME_LIMIT_SECONDS", 0.02)
-    result = await run("grep", ws, pattern="(a|aa)*c")
+        (ws / f"f{n:03}.txt").write_text("a" * 20 + "\n")
+    monkeypatch.setattr(grep, "TIME_LIMIT_SECONDS", 0.05)
+    result = await run("grep", ws, pattern="(a|aa)+c")
     assert result.result["stopped"] == "time"
     assert 0 < result.result["filesSearched"] < 100
     [note] = result.items
-    assert note.startswith("(Stopped at the 0.02 s time limit after searching ")
+    assert note.startswith("(Stopped at the 0.05 s time limit after searching ")
     assert note.endswith("files; 0 matches so far. Narrow the path or glob to search the rest.)")
+
+
+async def test_the_time_limit_bounds_one_pathological_search_too(ws, monkeypatch):
+    """One line on which the pattern backtracks for about a second: the search itself stops at
+    the limit (the regex library takes a timeout), it does not run to its end."""
+    (ws / "slow.txt").write_text("a" * 30 + "!\n")
+    monkeypatch.setattr(grep, "TIME_LIMIT_SECONDS", 0.1)
+    started = time.monotonic()
+    result = await run("grep", ws, pattern="(a|aa)+b")
+    assert time.monotonic() - started < 0.5
+    assert result.result["stopped"] == "time"
 
 
 async def test_grep_skips_binary_files_and_symlinks_leading_outside(ws, tmp_path):

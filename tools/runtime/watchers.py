@@ -181,14 +181,15 @@ class Watchers:
 
     # --- what dead workers left on this host ----------------------------------------------
 
-    async def kill_orphans(self, mine: set[int]) -> list[str]:
+    async def kill_orphans(self, running_calls: set[str]) -> list[str]:
         """Kill the process groups that workers of this host left when they died: of expired
-        claims, and of running runs and launches whose heartbeat is older than the lease.
-        Groups this worker runs (``mine``) are left alone."""
+        claims, and of running runs and launches whose heartbeat is older than the lease. What
+        this worker runs itself (``running_calls``, the runs and launches it watches) is left
+        alone, even when a lease of its own ran out."""
         left = await self._db(_left_on, self.host)
         killed = []
-        for what, pgid, start in left:
-            if pgid in mine or pgid in self.pgids():
+        for what, key, pgid, start in left:
+            if key in running_calls or pgid in self.pgids():
                 continue
             if await kill_group(pgid, start):
                 killed.append(what)
@@ -196,11 +197,11 @@ class Watchers:
         return killed
 
 
-def _left_on(host: str) -> list[tuple[str, int, int]]:
-    """(what, pgid, leader start ticks) of the groups dead workers of ``host`` left."""
+def _left_on(host: str) -> list[tuple[str, str, int, int]]:
+    """(what, its id, pgid, leader start ticks) of the groups dead workers of ``host`` left."""
     stale = timezone.now() - timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
     left = [
-        (f"call {c.call_id}", c.pgid, c.process_start)
+        (f"call {c.call_id}", str(c.call_id), c.pgid, c.process_start)
         for c in claims_left_by(host=host)
         if c.process_start is not None
     ]
@@ -212,5 +213,5 @@ def _left_on(host: str) -> list[tuple[str, int, int]]:
             process_start__isnull=False,
             heartbeat_at__lt=stale,
         ).values_list("pk", "pgid", "process_start")
-        left.extend((f"{kind} {pk}", pgid, start) for pk, pgid, start in rows)
+        left.extend((f"{kind} {pk}", str(pk), pgid, start) for pk, pgid, start in rows)
     return left

@@ -349,14 +349,11 @@ class Worker:
     async def _sweep_every_lease(self) -> None:
         while True:
             try:
-                await self.watchers.kill_orphans(mine=self._pgids())
+                await self.watchers.kill_orphans(running_calls=set(self._running))
                 await self.sweep()
             except Exception:  # noqa: BLE001 - the next sweep tries again
                 logger.warning("recovery sweep failed", extra={"worker": self.name}, exc_info=True)
             await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE)
-
-    def _pgids(self) -> set[int]:
-        return self.watchers.pgids()
 
     async def _heartbeat_every_third_of_the_lease(self) -> None:
         while True:

@@ -1,7 +1,10 @@
 """``grep``: the lines matching a Python regex, as ``path:line:text`` items.
 
-* ``pattern`` is compiled once, with ``re.MULTILINE`` (``^`` and ``$`` anchor at each line) and
-  ``re.IGNORECASE`` when ``ignore_case``. A line matches when the regex finds a match within
+* ``pattern`` is a Python regex (``re`` syntax), compiled once with the ``regex`` library in
+  its ``re``-compatible mode (``VERSION0``), with ``MULTILINE`` (``^`` and ``$`` anchor at each
+  line) and ``IGNORECASE`` when ``ignore_case``. ``regex`` rather than ``re`` because it lets go
+  of the GIL while it matches and takes a timeout: a pathological pattern (``(a|aa)+b`` on a long
+  line) can neither freeze the worker's other calls nor run past the time limit. A line matches when the regex finds a match within
   it; one item per matching line. Files are decoded as UTF-8 with replacement. A line is what
   lies between two ``\n``: the ``\r`` of a ``\r\n`` break is part of it for the regex (so
   ``x$`` misses ``x\r\n``, as with GNU grep) and is dropped from the item.
@@ -18,8 +21,7 @@
 * The search **stops** at the result budget (``budget.py``: what the ``search_matches`` profile
   shows inline, 79 matches at most, less with long lines) or at ``TIME_LIMIT_SECONDS``, and its
   last item says which: ``(Stopped at 79 matches …)`` / ``(Stopped at the 30 s time limit …)``.
-  The limit is checked between files and between pieces; one pathological regex on one piece
-  is not interrupted (Python's ``re`` cannot be).
+  The limit is checked between files and between pieces, and bounds each search itself.
 
 Items name files relative to the workspace (what ``read`` takes), absolute for the
 conversation's managed files; a matching line keeps at most ``MATCH_TEXT_MAX_BYTES`` bytes.
@@ -35,6 +37,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import regex
 
 from projections.units import clean_text, cut_text
 
@@ -60,10 +64,11 @@ async def grep(ctx: CallContext) -> HandlerResult:
     pattern = arguments.get("pattern")
     if not isinstance(pattern, str) or not pattern:
         raise ToolError("Missing required argument 'pattern'.", field="pattern")
-    flags = re.MULTILINE | (re.IGNORECASE if arguments.get("ignore_case") else 0)
+    flags = regex.VERSION0 | regex.MULTILINE
+    flags |= regex.IGNORECASE if arguments.get("ignore_case") else 0
     try:
-        regex = re.compile(pattern, flags)
-    except (re.error, RecursionError, OverflowError) as exc:
+        compiled = regex.compile(pattern, flags)
+    except (regex.error, re.error, RecursionError, OverflowError, ValueError) as exc:
         detail = getattr(exc, "msg", None) or type(exc).__name__
         raise ToolError(
             cut_text(f"Invalid argument 'pattern': not a valid regular expression ({detail})."),
@@ -71,13 +76,15 @@ async def grep(ctx: CallContext) -> HandlerResult:
         ) from None
     glob = arguments.get("glob") or None
     names = NamePattern.compile(glob) if isinstance(glob, str) else None
-    return await in_thread(lambda stop: _Search(ctx, regex, names, stop).run(arguments.get("path")))
+    return await in_thread(
+        lambda stop: _Search(ctx, compiled, names, stop).run(arguments.get("path"))
+    )
 
 
 @dataclass
 class _Search:
     ctx: CallContext
-    regex: re.Pattern[str]
+    regex: regex.Pattern
     names: NamePattern | None
     stop_event: threading.Event
     budget: ItemBudget = field(default_factory=lambda: ItemBudget.for_tool("grep"))
@@ -189,10 +196,20 @@ class _Search:
     def _piece(self, data: bytes, first_line: int) -> bool:
         """Add the matching lines of ``data`` (whole lines); False once the budget is full."""
         text = data.decode("utf-8", "replace")
-        search, size = self.regex.search, len(text)
+        size = len(text)
+
+        def search(text: str, pos: int, endpos: int | None = None) -> Any:
+            # Released GIL, and never past the time limit.
+            left = max(0.0, self.deadline - time.monotonic())
+            return self.regex.search(text, pos, endpos, concurrent=True, timeout=left)
+
         pos, line, counted = 0, first_line, 0
         while pos <= size:
-            found = search(text, pos)
+            try:
+                found = search(text, pos)
+            except TimeoutError:
+                self.stopped = "time"
+                return False
             if found is None:
                 return True
             start = found.start()
@@ -203,9 +220,12 @@ class _Search:
             end = size if end < 0 else end
             line += text.count("\n", counted, begin)
             counted = begin
-            if (found.end() <= end or search(text, begin, end) is not None) and not self._add(
-                self._shown(), line, text[begin:end]
-            ):
+            try:
+                within = found.end() <= end or search(text, begin, end) is not None
+            except TimeoutError:
+                self.stopped = "time"
+                return False
+            if within and not self._add(self._shown(), line, text[begin:end]):
                 return False
             pos = end + 1
         return True
@@ -251,7 +271,7 @@ class _Search:
             "pattern": self.regex.pattern,
             "path": root,
             "glob": self.names.text if self.names is not None else None,
-            "ignoreCase": bool(self.regex.flags & re.IGNORECASE),
+            "ignoreCase": bool(self.regex.flags & regex.IGNORECASE),
             "matches": self.matches,
             "matchCount": count,
             "stopped": self.stopped,

@@ -1,0 +1,115 @@
+"""A worker process killed with ``kill -9`` mid-run, and the worker that comes after it: its
+sweep kills the group the dead one left, settles the command ``indeterminate`` and runs the
+read-only call again. Real processes sharing the test database (SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from conversations.models import ConversationEvent, ExecutionClaim
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tools.models import PermissionRule
+from tools.runtime.capture import group_has_live_member
+from tools.workspaces import conversation_workspace
+
+from .worker_helpers import response_of, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+LEASE_SECONDS = 2
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        return (
+            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
+    return f"sqlite:///{db['NAME']}"
+
+
+def start_worker(name: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL"}}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=_database_url(),
+        SECRET_KEY="crash-test-secret-" + "x" * 32,
+        ALLOWED_HOSTS="localhost",
+        DATA_DIR=str(settings.DATA_DIR),
+        TOOLCORE_WORKSPACE_ROOT=str(settings.TOOLCORE_WORKSPACE_ROOT),
+        TOOLCORE_CLAIM_LEASE=str(LEASE_SECONDS),
+        LOG_LEVEL="WARNING",
+    )
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "runworker_tools", "--name", name],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(user):
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    conversation = new_conversation(user)
+    workspace = conversation_workspace(conversation)
+    workspace.mkdir(parents=True)
+    # A pattern that backtracks for many seconds on this line (up to grep's 30 s limit): the
+    # read is still running when its worker dies.
+    (workspace / "slow.txt").write_text("a" * 40 + "!\n")
+    turn_id = open_turn(conversation)
+    bash_id, grep_id = assistant_calls(
+        conversation,
+        turn_id,
+        ("bash", {"command": "sleep 1000"}),
+        ("grep", {"pattern": "(a|aa)+b", "path": "slow.txt"}),
+    ).call_ids
+    first = start_worker("w-dies")
+    try:
+        claims = wait_for(
+            lambda: (
+                ExecutionClaim.objects.filter(worker="w-dies").count() == 2
+                and ExecutionClaim.objects.filter(call_id=bash_id, pgid__isnull=False).first()
+            ),
+            timeout=30,
+        )
+    except AssertionError:
+        first.kill()
+        raise AssertionError(first.communicate()[1][-3000:]) from None
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    pgid = claims.pgid
+    assert group_has_live_member(pgid)  # the dead worker's command goes on
+    (workspace / "slow.txt").write_text("aaab\n")  # the next run of the read is quick
+    second = start_worker("w-next")
+    try:
+        bash = wait_for(lambda: response_of(bash_id), timeout=30)
+        grep = wait_for(lambda: response_of(grep_id), timeout=30)
+    finally:
+        stop_worker(second)
+    assert bash["outcome"] == "indeterminate" and bash["attempts"] == 1
+    assert not group_has_live_member(pgid)  # killed by the next worker's sweep
+    assert grep["outcome"] == "completed" and grep["attempts"] == 2
+    assert "slow.txt:1:aaab" in grep["modelContent"][0]["text"]
+    # Nothing settled twice.
+    responses = ConversationEvent.objects.filter(type="tool_call_response")
+    assert sorted(str(e.tool_call_id) for e in responses) == sorted([str(bash_id), str(grep_id)])
