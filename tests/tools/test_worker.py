@@ -5,6 +5,7 @@ stand for the tools (each test says what it stands for)."""
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 import time
 
@@ -169,3 +170,29 @@ def test_an_expired_claim_is_swept_by_a_starting_worker(user):
     with running_worker(handlers={"ls": _listing}):
         payload = wait_for(lambda: response_of(call_id))
     assert payload["outcome"] == "completed" and payload["attempts"] == 2
+
+
+def test_the_demo_calls_run_in_a_worker(settings):
+    """What `make run` shows: the worker runs the demo's path tools; bash waits for approval."""
+    from django.core.management import call_command
+
+    from conversations.models import Conversation
+
+    settings.DEBUG = True
+    call_command("seed_demo", "--no-token", stdout=io.StringIO())
+    conversation = Conversation.objects.get(owner__username="demo")
+    with running_worker(handlers=HANDLERS):
+        wait_for(lambda: ToolCall.objects.filter(conversation=conversation).count() == 1)
+    from conversations.models import ConversationEvent
+
+    texts = {
+        e.payload["toolName"]: e.payload["modelContent"][0]["text"]
+        for e in ConversationEvent.objects.filter(
+            conversation=conversation, type="tool_call_response"
+        )
+    }
+    assert set(texts) == {"notes_lookup", "ls", "read", "grep"}
+    assert "notes.md" in texts["ls"] and "src/" in texts["ls"]
+    assert "1\t# Demo project" in texts["read"]
+    assert "notes.md:5:TODO: add tests" in texts["grep"]
+    assert ToolCall.objects.get(conversation=conversation).state == "awaiting_approval"

@@ -16,10 +16,11 @@ from conversations.services.claims import claim_acquire
 from conversations.services.conversations import conversation_create
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
+from conversations.storage import resolve_workspace
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
-DEMO_TITLE = "Demo: a settled call and one awaiting approval"
+DEMO_TITLE = "Demo: calls the worker runs, and one awaiting approval"
 DEMO_TOKEN_NAME = "demo (make run)"
 
 
@@ -82,41 +83,44 @@ class Command(BaseCommand):
 
     def _conversation(self, user):
         conversation = conversation_create(owner=user, title=DEMO_TITLE)
+        workspace = resolve_workspace(user.pk, conversation.workspace)
+        for name, text in DEMO_FILES.items():
+            path = workspace / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         first = message_post(
             conversation_id=conversation.pk,
             message_id="demo-user-1",
             role="user",
-            content=[
-                {"type": "text", "text": "What is in this project, and can you run the tests?"}
-            ],
+            content=[{"type": "text", "text": "What is in this project, and does it run?"}],
         )
         turn_id = first.body["turnId"]
+        calls = [
+            ("demo-call-1", "notes_lookup", {"query": "project layout"}),
+            ("demo-call-2", "ls", {"path": "."}),
+            ("demo-call-3", "read", {"path": "notes.md"}),
+            ("demo-call-4", "grep", {"pattern": "TODO", "path": "."}),
+            ("demo-call-5", "bash", {"command": "python3 src/app.py"}),
+        ]
         posted = message_post(
             conversation_id=conversation.pk,
             message_id="demo-assistant-1",
             role="assistant",
             turn_id=turn_id,
             content=[
-                {"type": "text", "text": "Let me look around first, then run the tests."},
-                {
-                    "type": "tool_call",
-                    "id": "demo-call-1",
-                    "name": "notes_lookup",
-                    "arguments": {"query": "project layout"},
-                },
-                {
-                    "type": "tool_call",
-                    "id": "demo-call-2",
-                    "name": "bash",
-                    "arguments": {"command": "make test"},
-                },
+                {"type": "text", "text": "Let me look around first, then run it."},
+                *(
+                    {"type": "tool_call", "id": pid, "name": name, "arguments": arguments}
+                    for pid, name, arguments in calls
+                ),
             ],
         )
-        # The host tool is ready: settle it as a host would, so one response exists.
+        # The host tool is ready: settle it as a host would, so one response exists. The path
+        # tools run in the server's worker once it starts; bash waits for an approval.
         host_call = ToolCall.objects.get(pk=posted.call_ids[0])
         claim = claim_acquire(call_id=host_call.pk, worker="seed_demo")
         if claim is not None:
-            text = "README.md\nconfig/\nconversations/\ntools/\nprojections/\ntests/\n"
+            text = "notes.md\nsrc/app.py\n"
             call_settle(
                 call_id=host_call.pk,
                 outcome="completed",
@@ -125,3 +129,9 @@ class Command(BaseCommand):
                 text=text,
             )
         return conversation
+
+
+DEMO_FILES = {
+    "notes.md": "# Demo project\n\nA tiny app for the Toolcore demo.\n\nTODO: add tests\n",
+    "src/app.py": 'print("hello from the demo app")  # TODO: read a config file\n',
+}
