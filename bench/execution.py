@@ -37,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tools.runtime.capture import LiveOutput, ProcessCapture, tool_environment  # noqa: E402
+from tools.runtime.capture import ProcessCapture, tool_environment  # noqa: E402
+from tools.runtime.live import LiveOutput  # noqa: E402
 
 MIB = 1024 * 1024
 CAPTURE_BYTES = 256 * MIB

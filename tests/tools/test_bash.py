@@ -16,7 +16,7 @@ from conversations.services.interactions import call_resolve
 from conversations.storage import absolute_from_data, data_dir
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tools.models import AsyncRun
-from tools.runtime.capture import group_has_live_member
+from tools.runtime.processes import group_has_live_member
 from tools.runtime.registry import HANDLERS
 
 from .worker_helpers import response_of, running_worker, wait_for

@@ -18,21 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conversations.storage import CAPTURE_MAX_BYTES
 from projections import logpages
 from projections.fold import apply_tool_update
 from projections.json_cost import json_size
 from projections.logpages import read_page, sidecar_path
 from projections.tool_output import bound_tool_output
-from tools.runtime.capture import (
-    CAPTURE_MAX_BYTES,
-    LIVE_UPDATE_MAX_BYTES,
-    LiveOutput,
-    ProcessCapture,
-    group_is_alive,
-    kill_group,
-    start_ticks_of,
-    tool_environment,
-)
+from tools.runtime.capture import ProcessCapture, tool_environment
+from tools.runtime.live import LIVE_UPDATE_MAX_BYTES, LiveOutput
+from tools.runtime.processes import group_is_alive, kill_group, start_ticks_of
 
 MIB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
@@ -607,7 +601,8 @@ async def test_live_pump_sends_coalesced_updates_and_the_last_one(make):
 _RSS_SCRIPT = r"""
 import asyncio, json, sys
 from pathlib import Path
-from tools.runtime.capture import LiveOutput, ProcessCapture, tool_environment
+from tools.runtime.capture import ProcessCapture, tool_environment
+from tools.runtime.live import LiveOutput
 
 def kib(field):
     with open("/proc/self/status") as f:

@@ -14,7 +14,7 @@ from conversations.services.launches import workbench_group
 from conversations.services.publish import unpack
 from tests.conftest import client_for
 from tools.models import Launch
-from tools.runtime.capture import group_has_live_member
+from tools.runtime.processes import group_has_live_member
 from tools.runtime.registry import HANDLERS
 
 from .worker_helpers import running_worker, wait_for

@@ -17,7 +17,7 @@ from django.db import connection
 from conversations.models import ConversationEvent, ExecutionClaim
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tools.models import PermissionRule
-from tools.runtime.capture import group_has_live_member
+from tools.runtime.processes import group_has_live_member
 from tools.workspaces import conversation_workspace
 
 from .worker_helpers import response_of, wait_for

@@ -25,7 +25,8 @@ from conversations.services.claims import claim_process_record
 from conversations.storage import relative_to_data
 
 from .base import AttemptFile, CallContext, HandlerResult
-from .capture import LiveOutput, ProcessCapture, tool_environment
+from .capture import ProcessCapture, tool_environment
+from .live import LiveOutput
 from .paths import workspace_ready
 
 DEFAULT_TIMEOUT_SECONDS = 120

@@ -20,9 +20,9 @@ Interface::
     await capture.run(timeout)     # start + wait + on timeout terminate; -> result()
     capture.result()               # {exitCode, signal, timedOut, durationMs, capture}
     capture.files()                # [AttemptFile] for the three files
-    group_is_alive(pgid, start_ticks) -> bool
-    await kill_group(pgid, start_ticks, grace=5.0) -> bool
-    LiveOutput(clock=time.monotonic): feed(text), take(), due_in(), flush(), pump(send), close()
+
+Process groups (``group_is_alive``, ``kill_group``) are in ``processes.py``; the live view of the
+output (``LiveOutput``) in ``live.py``.
 
 ``wait(timeout)`` returning False leaves the command running and capturing; calling it again
 is how a caller promotes a long foreground command to a background run.
@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import logging
 import os
 import signal
@@ -79,9 +78,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conversations.storage import CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE
-from projections.json_cost import json_cost, json_size
 from projections.logpages import LineIndexWriter
-from projections.tool_output import append_tool_output
+
+from .processes import (
+    GROUP_POLL_SECONDS,
+    KILL_GRACE_SECONDS,
+    OTHER,
+    await_group_end,
+    group_has_live_member,
+    killpg,
+    leader_state,
+    signal_name,
+    start_ticks_of,
+)
 
 if TYPE_CHECKING:
     from tools.runtime.base import AttemptFile
@@ -89,10 +98,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 READ_BYTES = 64 * 1024
-KILL_GRACE_SECONDS = 5.0
 DRAIN_IDLE_SECONDS = 0.5
 DRAIN_MAX_SECONDS = 2.0
-GROUP_POLL_SECONDS = 0.05
 # A pipe still open at the end is read until empty, but at most this many reads: a writer
 # that keeps refilling it does not hold capture up.
 FINAL_READS = 16
@@ -101,10 +108,6 @@ STREAMS = ("stdout", "stderr")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_LANG = "C.UTF-8"
 ENV_PREFIX = "TOOLCORE_ENV_"
-
-LIVE_INTERVAL_SECONDS = 0.1
-LIVE_UPDATE_MAX_BYTES = 16 * 1024
-_DELTA_MAX_COST = LIVE_UPDATE_MAX_BYTES - json_size({"outputDelta": ""})
 
 
 def tool_environment(workspace: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -124,110 +127,6 @@ def tool_environment(workspace: Path, environ: Mapping[str, str] | None = None) 
     env["HOME"] = str(workspace)
     env["TERM"] = "dumb"
     return env
-
-
-# --- process groups ---------------------------------------------------------------------------
-
-_OURS, _GONE, _OTHER = "ours", "gone", "other"
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` from field 3 (state) on, or None without the process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
-    return raw[raw.rindex(b")") + 2 :].decode("ascii").split()
-
-
-def start_ticks_of(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks after boot (``/proc/<pid>/stat`` field 22)."""
-    fields = _proc_stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def _leader(pgid: int, start_ticks: int | None) -> str:
-    """Whether ``pgid``'s leader is the process that started at ``start_ticks`` (a zombie
-    counts: it still holds the pid), gone, or another process that reused the pid."""
-    fields = _proc_stat(pgid)
-    if fields is None:
-        return _GONE
-    return _OURS if start_ticks is not None and int(fields[19]) == start_ticks else _OTHER
-
-
-def group_has_live_member(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` is still running (zombies do not count)."""
-    try:
-        names = os.listdir("/proc")
-    except FileNotFoundError:  # pragma: no cover - not Linux
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    for name in names:
-        if not name.isdigit():
-            continue
-        fields = _proc_stat(int(name))
-        if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
-
-
-def group_is_alive(pgid: int, start_ticks: int) -> bool:
-    """True while the group's leader is the process that started at ``start_ticks`` and a
-    member of the group still runs. A leader pid now held by another process, or gone, is not
-    ours: a later sweep cannot tell a stranger's group from ours then, and answers False."""
-    fields = _proc_stat(pgid)
-    if fields is None or int(fields[19]) != start_ticks:
-        return False
-    return fields[0] not in ("Z", "X") or group_has_live_member(pgid)
-
-
-async def kill_group(pgid: int, start_ticks: int, grace: float = KILL_GRACE_SECONDS) -> bool:
-    """SIGTERM to the group, SIGKILL after ``grace`` if a member still runs; only when the
-    leader pid still has ``start_ticks`` (else nothing is sent: False).
-
-    During the grace the leader may exit and be reaped; its pid then stays free of reuse while
-    any member of its group lives, so the SIGKILL is still sent when the pid is gone, never when
-    another process holds it.
-    """
-    if _leader(pgid, start_ticks) != _OURS:
-        return False
-    _killpg(pgid, signal.SIGTERM)
-    await _await_group_end(pgid, grace)
-    if _leader(pgid, start_ticks) != _OTHER and group_has_live_member(pgid):
-        _killpg(pgid, signal.SIGKILL)
-    return True
-
-
-async def _await_group_end(pgid: int, timeout: float, exited: asyncio.Event | None = None) -> None:
-    """Return once no member of the group runs (and ``exited`` is set), or after ``timeout``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    if exited is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(exited.wait(), timeout)
-    while group_has_live_member(pgid) and loop.time() < deadline:
-        await asyncio.sleep(min(GROUP_POLL_SECONDS, max(0.0, deadline - loop.time())))
-
-
-def signal_name(number: int) -> str:
-    """``SIGTERM`` for 15; real-time signals as ``SIGRTMIN+N``."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        low = getattr(signal, "SIGRTMIN", None)
-        if low is not None and number > low:
-            return f"SIGRTMIN+{number - low}"
-        return f"SIG{number}"
 
 
 # --- capture ------------------------------------------------------------------------------------
@@ -418,7 +317,7 @@ class ProcessCapture:
             self._timed_out = True
         if not self._signal_group(signal.SIGTERM):
             return
-        await _await_group_end(self.pgid, grace, self._exited)
+        await await_group_end(self.pgid, grace, self._exited)
         if not self._exited.is_set() or group_has_live_member(self.pgid):
             self._signal_group(signal.SIGKILL)
 
@@ -440,9 +339,9 @@ class ProcessCapture:
 
     def _signal_group(self, sig: int) -> bool:
         """Signal the group unless its leader pid may belong to someone else now."""
-        if self.pgid is None or _leader(self.pgid, self.process_start_ticks) == _OTHER:
+        if self.pgid is None or leader_state(self.pgid, self.process_start_ticks) == OTHER:
             return False
-        _killpg(self.pgid, sig)
+        killpg(self.pgid, sig)
         return True
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
@@ -610,105 +509,3 @@ class ProcessCapture:
             )
             for name, s in self._sinks.items()
         ]
-
-
-# --- live output --------------------------------------------------------------------------------
-
-
-class LiveOutput:
-    """The live ``tool.updated`` output of one call: fed text, it yields coalesced updates.
-
-    It keeps the bounded output of everything fed (``append_tool_output``, linear) and gives an
-    update at most once per ``interval``: ``{"outputDelta": text}`` when the text fed since the
-    last update fits whole in ``LIVE_UPDATE_MAX_BYTES`` of JSON with its key, else ``{"output":
-    <the bounded output>}``, which replaces the output (≤ 16 KiB of JSON by construction).
-    Applying every update in order with ``projections.fold.apply_tool_update`` gives
-    ``bound_tool_output`` of all the text. Memory is bounded: each text is folded into the
-    bounded output when fed (folding larger batches measured slower: the copies leave the CPU
-    cache), and pending delta text is dropped, never queued, once it no longer fits a delta.
-    The text must be clean (``on_output`` gives it so).
-    """
-
-    def __init__(
-        self,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        interval: float = LIVE_INTERVAL_SECONDS,
-    ) -> None:
-        self._clock, self.interval = clock, interval
-        self.output: dict[str, Any] | None = None
-        self._pending: list[str] = []
-        self._pending_cost = 0
-        self._replace = False
-        self._dirty = False
-        self._last: float | None = None
-        self._closed = False
-        self._wake: asyncio.Event | None = None
-
-    def feed(self, text: str) -> None:
-        if not text:
-            return
-        self.output = append_tool_output(self.output, text)
-        self._dirty = True
-        if not self._replace:
-            # Every code point costs at least 1: a long text is too long without costing it.
-            if len(text) <= _DELTA_MAX_COST:
-                self._pending_cost += json_cost(text)
-            if len(text) <= _DELTA_MAX_COST and self._pending_cost <= _DELTA_MAX_COST:
-                self._pending.append(text)
-            else:
-                self._pending.clear()
-                self._replace = True
-        if self._wake is not None:
-            self._wake.set()
-
-    def due_in(self) -> float | None:
-        """Seconds until the pending update may go (0: now); None when nothing is pending."""
-        if not self._dirty:
-            return None
-        if self._last is None:
-            return 0.0
-        return max(0.0, self._last + self.interval - self._clock())
-
-    def take(self) -> dict[str, Any] | None:
-        """The pending update if it is due, else None."""
-        return self._update() if self.due_in() == 0.0 else None
-
-    def flush(self) -> dict[str, Any] | None:
-        """The pending update now, due or not (None when nothing is pending)."""
-        return self._update() if self._dirty else None
-
-    def _update(self) -> dict[str, Any]:
-        if self._replace:
-            update: dict[str, Any] = {"output": self.output}
-        else:
-            update = {"outputDelta": "".join(self._pending)}
-        self._pending, self._pending_cost = [], 0
-        self._replace = self._dirty = False
-        self._last = self._clock()
-        return update
-
-    async def pump(self, send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
-        """Send each update once due, until :meth:`close`; then the last one, once due too.
-
-        A slow ``send`` only merges more text into the next update.
-        """
-        if self._wake is None:
-            self._wake = asyncio.Event()
-        while True:
-            delay = self.due_in()
-            if delay is None:
-                if self._closed:
-                    return
-                self._wake.clear()
-                await self._wake.wait()
-            elif delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                await send(self._update())
-
-    def close(self) -> None:
-        """No more text: :meth:`pump` sends what is pending and returns."""
-        self._closed = True
-        if self._wake is not None:
-            self._wake.set()

@@ -33,7 +33,8 @@ from conversations.services.launches import (
 )
 from tools.models import AsyncRun, Launch, ProcessStatus
 
-from .capture import ProcessCapture, kill_group, tool_environment
+from .capture import ProcessCapture, tool_environment
+from .processes import kill_group
 
 logger = logging.getLogger(__name__)
 
