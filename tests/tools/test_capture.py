@@ -87,8 +87,8 @@ def _group(pgid: int) -> list[tuple[int, int, str]]:
 def reaper():
     """Orphans of the commands become this process's children, and it reaps them, as an init
     does. The PID 1 of a container may not reap, and a zombie still answers ``killpg(pgid, 0)``."""
-    if not _prctl_subreaper(True):
-        pytest.skip("needs Linux prctl(PR_SET_CHILD_SUBREAPER)")
+    # The workers run on Linux (process groups, /proc, pidfd): so do these tests.
+    assert _prctl_subreaper(True), "prctl(PR_SET_CHILD_SUBREAPER) failed"
 
     def gone(pgid: int, within: float = 3.0) -> bool:
         deadline = time.monotonic() + within
