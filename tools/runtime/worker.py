@@ -178,10 +178,13 @@ class Worker:
         try:
             while not stop.is_set():
                 self._wake.clear()
-                await self._pick_up()
-                if self._launches_waiting:
-                    self._launches_waiting = False
-                    await self._start_launches()
+                try:
+                    await self._pick_up()
+                    if self._launches_waiting:
+                        self._launches_waiting = False
+                        await self._start_launches()
+                except Exception:  # noqa: BLE001 - the database hiccupped: the poll tries again
+                    logger.warning("pickup failed", extra={"worker": self.name}, exc_info=True)
                 woken = await _first_of(self._wake.wait(), stop.wait(), timeout=self.poll_seconds)
                 if not woken:
                     self._launches_waiting = True  # the slow poll looks at launches too
