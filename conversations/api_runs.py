@@ -53,10 +53,11 @@ def _log_page(path: Path, query: LogQuery, status: str) -> HttpResponse:
     """A page of a capture file by lines (``truncated``: capture stopped at its cap)."""
     try:
         truncated = path.stat().st_size >= CAPTURE_MAX_BYTES
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()  # not started yet: an empty log
-        truncated = False
+    except FileNotFoundError:  # not started yet: an empty page (a read never writes)
+        empty = {"lines": [], "offset": query.offset or 0, "limit": query.limit, "totalLines": 0}
+        return json_response(
+            {**empty, "nextOffset": None, "status": status, "path": None, "truncated": False}
+        )
     try:
         page = read_page(
             path,

@@ -131,3 +131,22 @@ class Launch(ProcessRecord):
 
     def __str__(self) -> str:
         return f"launch {self.name} ({self.status})"
+
+
+class LeftProcess(models.Model):
+    """A process group a dead worker left running (its claim expired, its run or launch was
+    found lost): the sweep of a worker on ``host`` kills it, if the leader pid still has
+    ``process_start`` (clock ticks since boot; a recycled pid is never killed), then forgets it.
+    Recorded wherever recovery ran, so the host's own sweep finds it later."""
+
+    host = models.CharField(max_length=255, db_index=True)
+    pgid = models.IntegerField()
+    process_start = models.BigIntegerField()
+    label = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"group {self.pgid} on {self.host} ({self.label})"

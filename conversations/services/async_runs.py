@@ -107,6 +107,8 @@ def async_run_finish(
     status: str,
     exit_code: int | None,
     signal: str | None,
+    timed_out: bool = False,
+    timeout_seconds: float | None = None,
     not_stored_bytes: int = 0,
     files: Sequence[AttemptFile] | None = None,
 ) -> ConversationEvent | None:
@@ -123,7 +125,13 @@ def async_run_finish(
         asset_row(f.path, f.kind, f.media_type, f.truncated, asset_id=f.asset_id) for f in files
     ]
     output = folder / "output.txt"
-    process = {"exit_code": exit_code, "signal": signal, "not_stored_bytes": not_stored_bytes}
+    process = {
+        "exit_code": exit_code,
+        "signal": signal,
+        "timed_out": timed_out,
+        "timeout_seconds": timeout_seconds,
+        "not_stored_bytes": not_stored_bytes,
+    }
     payload = {
         "asyncRunId": str(run.pk),
         "toolCallId": str(run.tool_call_id),

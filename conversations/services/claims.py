@@ -111,13 +111,3 @@ def claim_process_record(
     ).update(host=host[:255], pgid=pgid, process_start=start)
     if not recorded:
         raise StaleClaim("This claim no longer holds the call.")
-
-
-def claims_left_by(*, host: str) -> list[ExecutionClaim]:
-    """Expired claims whose process group was started on ``host``: what a dead worker there left
-    running."""
-    return list(
-        ExecutionClaim.objects.filter(
-            host=host, pgid__isnull=False, expires_at__lte=timezone.now()
-        ).order_by("expires_at")
-    )

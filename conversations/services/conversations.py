@@ -8,10 +8,12 @@ from uuid import UUID, uuid4
 from django.db import transaction
 
 from projections.units import clean_text
+from tools.models import AsyncRun, ProcessStatus
 
 from ..errors import NotFound
 from ..models import Conversation, ToolCall
 from ..storage import remove_conversation_files, resolve_workspace
+from .async_runs import async_run_kill
 from .cancel import call_cancel
 
 
@@ -29,13 +31,19 @@ def conversation_create(
 
 
 def conversation_delete(*, conversation_id: UUID | str) -> None:
-    """Cancel what is open (Cancel rules), then delete the conversation, its events and files."""
+    """Cancel what is open (Cancel rules) and kill its background runs, then delete the
+    conversation, its events and files."""
     if not Conversation.objects.filter(pk=conversation_id).exists():
         raise NotFound("Conversation not found.")
     for call_id in ToolCall.objects.filter(conversation_id=conversation_id).values_list(
         "id", flat=True
     ):
         call_cancel(call_id=call_id)
+    # Its background runs go too: their watchers kill their process groups.
+    for run in AsyncRun.objects.filter(
+        conversation_id=conversation_id, status=ProcessStatus.RUNNING
+    ):
+        async_run_kill(run=run)
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation_id).delete()
         transaction.on_commit(lambda: remove_conversation_files(conversation_id))

@@ -120,8 +120,9 @@ def launches_waiting() -> list[UUID]:
 def launch_started(*, launch_id: Any, pid: int, pgid: int, process_start: int) -> None:
     """Its process runs: record the group (for a sweep on the same host) and say so."""
     with publish.atomic():
+        now = timezone.now()
         Launch.objects.filter(pk=launch_id).update(
-            pid=pid, pgid=pgid, process_start=process_start, heartbeat_at=timezone.now()
+            pid=pid, pgid=pgid, process_start=process_start, started_at=now, heartbeat_at=now
         )
         publish_launch_changed(Launch.objects.get(pk=launch_id))
 
@@ -133,13 +134,21 @@ def launches_heartbeat(*, launch_ids: list[Any]) -> int:
 
 
 def launch_finish(
-    *, launch_id: Any, status: str, exit_code: int | None, signal: str | None
+    *,
+    launch_id: Any,
+    status: str,
+    exit_code: int | None,
+    signal: str | None,
+    untaken: bool = False,
 ) -> Launch | None:
     """End a running launch and publish its end with a compact_diagnostic summary of its
-    output; None when it had ended already."""
+    output; None when it had ended already (or, ``untaken``, when a worker has taken it)."""
     now = timezone.now()
+    running = Launch.objects.filter(pk=launch_id, status=ProcessStatus.RUNNING)
+    if untaken:
+        running = running.filter(host="")
     with publish.atomic():
-        ended = Launch.objects.filter(pk=launch_id, status=ProcessStatus.RUNNING).update(
+        ended = running.update(
             status=status, exit_code=exit_code, signal=signal or "", finished_at=now
         )
         if not ended:
@@ -165,14 +174,16 @@ def launch_stop(*, owner: AbstractBaseUser, launch_id: Any) -> Launch:
     launch = launch_for(owner, launch_id)
     if launch.status != ProcessStatus.RUNNING:
         return launch
-    if not launch.host:
-        ended = launch_finish(
-            launch_id=launch.pk, status=ProcessStatus.KILLED, exit_code=None, signal=None
-        )
-        return ended or Launch.objects.get(pk=launch.pk)
+    # Not taken yet: end it here, unless a worker takes it at this very moment (then it is
+    # that worker's to stop).
+    ended = launch_finish(
+        launch_id=launch.pk, status=ProcessStatus.KILLED, exit_code=None, signal=None, untaken=True
+    )
+    if ended is not None:
+        return ended
     with publish.atomic():
         announce(LAUNCH_STOP, launch.pk)
-    return launch
+    return Launch.objects.get(pk=launch.pk)
 
 
 def launches_lost() -> list[Launch]:

@@ -26,6 +26,7 @@ from .calls import call_moved
 from .cancel import INDETERMINATE_REASON
 from .interactions import resolution_apply
 from .launches import launches_lost
+from .left_processes import left_process_record
 from .runners import READY, REVOKED, announce, call_ready_run, runner_tools
 from .settlement import GenerationGuard, call_settle
 from .supervision import call_supervise
@@ -65,8 +66,17 @@ def _requeue(call: ToolCall) -> bool:
     return True
 
 
+def _leave(claim: ExecutionClaim | None, label: str) -> None:
+    """Whatever the dead holder started goes on: a worker on its host kills it."""
+    if claim is not None:
+        left_process_record(
+            host=claim.host, pgid=claim.pgid, process_start=claim.process_start, label=label
+        )
+
+
 def _recover_running(call: ToolCall) -> Action | None:
     guard = GenerationGuard(call.generation)
+    _leave(ExecutionClaim.objects.filter(call_id=call.pk).first(), f"call {call.pk}")
     if not tool_spec(call.tool_name).replay_safe:
         call_settle(
             call_id=call.pk, outcome="indeterminate", guard=guard, reason=INDETERMINATE_REASON
@@ -142,11 +152,22 @@ def recover_all() -> list[Action]:
         if action is not None:
             actions.append(action)
     actions.extend(_finish_orphan_activities())
-    actions.extend(
-        Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
-        for run in async_runs_lost()
-    )
-    actions.extend(
-        Action("-", f"launch {launch.pk} lost (its watcher stopped)") for launch in launches_lost()
-    )
+    for run in async_runs_lost():
+        left_process_record(
+            host=run.host,
+            pgid=run.pgid,
+            process_start=run.process_start,
+            label=f"async run {run.pk}",
+        )
+        actions.append(
+            Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
+        )
+    for launch in launches_lost():
+        left_process_record(
+            host=launch.host,
+            pgid=launch.pgid,
+            process_start=launch.process_start,
+            label=f"launch {launch.pk}",
+        )
+        actions.append(Action("-", f"launch {launch.pk} lost (its watcher stopped)"))
     return actions

@@ -121,3 +121,13 @@ def test_launches_are_listed_read_paged_and_stopped_by_their_owner(api, other_ap
     assert heard[LAUNCH_STOP] == [ids[1]]
     again = api.post_json(f"{API}/launches/{ids[0]}/stop").json()
     assert again["status"] == "killed"  # ended: nothing changes
+
+
+def test_reading_the_log_of_a_launch_not_started_yet_writes_nothing(api, user, heard):
+    from conversations.services.launches import launch_folder
+
+    grant_run_commands(user)
+    launch_id = api.post_json(f"{API}/launches", {"name": "l", "command": "true"}).json()["id"]
+    page = api.get(f"{API}/launches/{launch_id}/log").json()
+    assert (page["lines"], page["totalLines"], page["nextOffset"]) == ([], 0, None)
+    assert not launch_folder(launch_id).exists()  # the worker creates its files itself

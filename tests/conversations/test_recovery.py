@@ -114,3 +114,22 @@ def test_an_unfinished_activity_without_call_or_response_reads_cancelled(user):
     actions = [a for a in recover_all() if a.tool_call_id == str(call_id)]
     assert [a.action for a in actions] == ["activity finished (cancelled)"]
     assert ToolActivity.objects.get(tool_call_id=call_id).state_json["status"] == "cancelled"
+
+
+def test_the_group_a_dead_holder_left_is_recorded_for_its_host(user):
+    from conversations.services.claims import claim_process_record
+    from tools.models import LeftProcess
+
+    call_id, claim = _running(user, "notes_lookup", {"q": "x"})
+    claim_process_record(
+        call_id=call_id,
+        token=claim.token,
+        generation=claim.generation,
+        host="host-b",
+        pgid=4321,
+        start=98765,
+    )
+    recover_call(call_id=call_id)
+    (left,) = LeftProcess.objects.all()
+    assert (left.host, left.pgid, left.process_start) == ("host-b", 4321, 98765)
+    assert left.label == f"call {call_id}"

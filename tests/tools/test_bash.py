@@ -158,3 +158,59 @@ def test_cancelling_a_running_command_kills_its_whole_group(user):
         assert time.monotonic() - started < 7  # SIGTERM, and SIGKILL after 5 s at the latest
     assert not ToolCall.objects.filter(pk=call_id).exists()
     assert response_of(call_id)["outcome"] == "indeterminate"
+
+
+def test_deleting_a_conversation_kills_its_background_runs(user):
+    from conversations.services.conversations import conversation_delete
+
+    with running_worker(handlers=HANDLERS):
+        conversation, _, call_id = _call(
+            user, "bash", {"command": "sleep 300", "run_in_background": True}
+        )
+        run_id = wait_for(lambda: response_of(call_id))["asyncRunId"]
+        pgid = AsyncRun.objects.get(pk=run_id).pgid
+        assert not _group_gone(pgid)
+        conversation_delete(conversation_id=conversation.pk)
+        wait_for(lambda: _group_gone(pgid), timeout=10)
+    assert not AsyncRun.objects.filter(pk=run_id).exists()
+
+
+def test_a_worker_kills_what_dead_workers_left_on_its_host_only(user):
+    """Groups recorded by recovery: the one of this host whose leader still has its start time
+    is killed; another host's, and one whose pid now belongs to another process, are not."""
+    import asyncio
+    import socket
+    import subprocess
+
+    from conversations.services.left_processes import left_process_record
+    from tools.models import LeftProcess
+    from tools.runtime.processes import start_ticks_of
+    from tools.runtime.watchers import Watchers
+    from tools.runtime.worker import Worker
+
+    orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        here = socket.gethostname()
+        left_process_record(
+            host=here, pgid=orphan.pid, process_start=start_ticks_of(orphan.pid), label="mine"
+        )
+        left_process_record(
+            host="elsewhere",
+            pgid=stranger.pid,
+            process_start=start_ticks_of(stranger.pid),
+            label="theirs",
+        )
+        left_process_record(host=here, pgid=stranger.pid, process_start=1, label="recycled pid")
+        worker = Worker(handlers=HANDLERS)
+        watchers = Watchers(db=worker.db, host=here, worker=worker.name)
+        killed = asyncio.run(watchers.kill_left())
+        assert killed == ["mine"]
+        assert orphan.wait(timeout=10) is not None
+        assert stranger.poll() is None  # alive: not ours to kill
+        assert list(LeftProcess.objects.values_list("label", flat=True)) == ["theirs"]
+    finally:
+        orphan.kill()
+        stranger.kill()
+        orphan.wait()
+        stranger.wait()

@@ -57,8 +57,8 @@ class CallContext:
     # gives its connection back), e.g. a core service: ``await ctx.sync(service, **kwargs)``.
     sync: Callable[..., Awaitable[Any]] | None = field(default=None, repr=False)
     # Hand a process that goes on after the call settles to the worker, which watches it to its
-    # end: ``ctx.background(run_id, capture, deadline)`` (a ``bash`` call promoted to an async
-    # run; ``deadline``: seconds it may still run, None for no limit).
+    # end: ``ctx.background(run_id, capture, deadline, timeout)`` (a ``bash`` call promoted to
+    # an async run; ``deadline``: seconds it may still run of its ``timeout``, None: no limit).
     background: Callable[..., None] | None = field(default=None, repr=False)
 
 

@@ -138,7 +138,7 @@ async def _promote(
     deadline = (
         None if background and not explicit else max(0.0, timeout - (time.monotonic() - started))
     )
-    ctx.background(run_id, capture, deadline)
+    ctx.background(run_id, capture, deadline, None if deadline is None else timeout)
     return HandlerResult(
         text=f"Running in background as async run {run_id}.",
         result={"asyncRunId": str(run_id), "command": command},

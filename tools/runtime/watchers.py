@@ -15,14 +15,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from conversations.services.async_runs import async_run_finish, async_runs_heartbeat
-from conversations.services.claims import claims_left_by
 from conversations.services.launches import (
     launch_cwd,
     launch_finish,
@@ -31,7 +28,8 @@ from conversations.services.launches import (
     launch_take,
     launches_heartbeat,
 )
-from tools.models import AsyncRun, Launch, ProcessStatus
+from conversations.services.left_processes import left_processes_forget, left_processes_of
+from tools.models import Launch, ProcessStatus
 
 from .capture import ProcessCapture, tool_environment
 from .processes import kill_group
@@ -48,6 +46,7 @@ class Watched:
     id: str
     capture: ProcessCapture
     kill_requested: bool = False
+    timeout_seconds: float | None = None  # the command's timeout, for its summary
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -69,10 +68,16 @@ class Watchers:
 
     # --- async runs -----------------------------------------------------------------------
 
-    def watch_run(self, run_id: Any, capture: ProcessCapture, deadline: float | None) -> None:
+    def watch_run(
+        self,
+        run_id: Any,
+        capture: ProcessCapture,
+        deadline: float | None,
+        timeout_seconds: float | None = None,
+    ) -> None:
         """Watch a promoted ``bash`` command to its end (``deadline``: seconds it may still
-        run; None: no limit)."""
-        watched = Watched(RUN, str(run_id), capture)
+        run, of its ``timeout_seconds``; None: no limit)."""
+        watched = Watched(RUN, str(run_id), capture, timeout_seconds=timeout_seconds)
         self._watched[(RUN, watched.id)] = watched
         watched.task = asyncio.create_task(self._watch(watched, deadline))
 
@@ -139,8 +144,29 @@ class Watchers:
             watched.kill_requested = True
             await asyncio.shield(capture.terminate())
             await asyncio.shield(capture.wait())
+        except Exception:  # noqa: BLE001 - e.g. its folder went with its conversation
+            logger.warning(
+                "watching %s %s failed",
+                watched.kind,
+                watched.id,
+                exc_info=True,
+                extra={"worker": self.worker},
+            )
         finally:
             self._watched.pop((watched.kind, watched.id), None)
+        try:
+            await self._record_end(watched)
+        except Exception:  # noqa: BLE001 - its row may be gone (a deleted conversation)
+            logger.warning(
+                "recording the end of %s %s failed",
+                watched.kind,
+                watched.id,
+                exc_info=True,
+                extra={"worker": self.worker},
+            )
+
+    async def _record_end(self, watched: Watched) -> None:
+        capture = watched.capture
         status, result = _end(capture, watched.kill_requested)
         if watched.kind == RUN:
             output = result["capture"]["output"]
@@ -150,6 +176,8 @@ class Watchers:
                 status=status,
                 exit_code=result["exitCode"],
                 signal=result["signal"],
+                timed_out=result["timedOut"],
+                timeout_seconds=watched.timeout_seconds,
                 not_stored_bytes=output["bytes"] - output["storedBytes"],
                 files=capture.files(),
             )
@@ -182,37 +210,22 @@ class Watchers:
 
     # --- what dead workers left on this host ----------------------------------------------
 
-    async def kill_orphans(self, running_calls: set[str]) -> list[str]:
-        """Kill the process groups that workers of this host left when they died: of expired
-        claims, and of running runs and launches whose heartbeat is older than the lease. What
-        this worker runs itself (``running_calls``, the runs and launches it watches) is left
-        alone, even when a lease of its own ran out."""
-        left = await self._db(_left_on, self.host)
-        killed = []
-        for what, key, pgid, start in left:
-            if key in running_calls or pgid in self.pgids():
-                continue
-            if await kill_group(pgid, start):
-                killed.append(what)
-                logger.warning("killed the process group %s left by %s", pgid, what)
+    async def kill_left(self) -> list[str]:
+        """Kill the process groups dead workers of this host left (recorded by recovery,
+        wherever it ran), then forget them. A group is killed only while its leader pid still
+        has the recorded start time; one this worker runs itself is never touched."""
+        left = await self._db(left_processes_of, host=self.host)
+        done, killed = [], []
+        for row in left:
+            if row.pgid not in self.pgids() and await kill_group(row.pgid, row.process_start):
+                killed.append(row.label)
+                logger.warning(
+                    "killed the process group %s left by %s",
+                    row.pgid,
+                    row.label,
+                    extra={"worker": self.worker},
+                )
+            done.append(row.pk)
+        if done:
+            await self._db(left_processes_forget, ids=done)
         return killed
-
-
-def _left_on(host: str) -> list[tuple[str, str, int, int]]:
-    """(what, its id, pgid, leader start ticks) of the groups dead workers of ``host`` left."""
-    stale = timezone.now() - timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
-    left = [
-        (f"call {c.call_id}", str(c.call_id), c.pgid, c.process_start)
-        for c in claims_left_by(host=host)
-        if c.process_start is not None
-    ]
-    for model, kind in ((AsyncRun, RUN), (Launch, LAUNCH)):
-        rows = model.objects.filter(
-            status=ProcessStatus.RUNNING,
-            host=host,
-            pgid__isnull=False,
-            process_start__isnull=False,
-            heartbeat_at__lt=stale,
-        ).values_list("pk", "pgid", "process_start")
-        left.extend((f"{kind} {pk}", str(pk), pgid, start) for pk, pgid, start in rows)
-    return left

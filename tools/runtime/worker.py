@@ -137,8 +137,8 @@ class Worker:
         """A launch is to be stopped (any thread): done if it is watched here."""
         self._soon(self.watchers.kill, LAUNCH, str(launch_id))
 
-    def launch_waiting(self, launch_id: str | None = None) -> None:
-        """A launch waits for a worker (any thread): try to take it."""
+    def launch_waiting(self, _launch_id: str | None = None) -> None:
+        """A launch waits for a worker (any thread): try to take the waiting ones."""
         self._soon(self._launch_waiting)
 
     def _launch_waiting(self) -> None:
@@ -352,8 +352,8 @@ class Worker:
     async def _sweep_every_lease(self) -> None:
         while True:
             try:
-                await self.watchers.kill_orphans(running_calls=set(self._running))
                 await self.sweep()
+                await self.watchers.kill_left()
             except Exception:  # noqa: BLE001 - the next sweep tries again
                 logger.warning("recovery sweep failed", extra={"worker": self.name}, exc_info=True)
             await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE)
@@ -385,7 +385,11 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - reconnect; the poll covers the gap
-                logger.warning("database notifications lost; reconnecting", exc_info=True)
+                logger.warning(
+                    "database notifications lost; reconnecting",
+                    exc_info=True,
+                    extra={"worker": self.name},
+                )
                 await asyncio.sleep(1)
 
 
