@@ -14,7 +14,6 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -39,54 +38,52 @@ def lease() -> timedelta:
     return timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
 
 
+def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
+    """Claim a ``ready`` call the caller's transaction holds locked: ``running``,
+    ``generation + 1``, a new token and a lease."""
+    generation = call.generation + 1
+    changed = ToolCall.objects.filter(pk=call.pk, state=S.READY, generation=call.generation).update(
+        state=S.RUNNING, generation=F("generation") + 1, updated_at=now
+    )
+    if not changed:
+        return None
+    claim = ExecutionClaim.objects.create(
+        call=call,
+        token=uuid.uuid4(),
+        worker=worker,
+        generation=generation,
+        acquired_at=now,
+        heartbeat_at=now,
+        expires_at=now + lease(),
+    )
+    call_moved(call, "in_progress")
+    return Claim(call.pk, claim.token, generation, claim.expires_at)
+
+
 def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
     """Claim one ``ready`` call for ``worker``; None when it is not ready any more."""
-    now = timezone.now()
     with publish.atomic():
         call = ToolCall.objects.select_for_update().filter(pk=call_id, state=S.READY).first()
-        if call is None:
-            return None
-        generation = call.generation + 1
-        changed = ToolCall.objects.filter(
-            pk=call.pk, state=S.READY, generation=call.generation
-        ).update(state=S.RUNNING, generation=F("generation") + 1, updated_at=now)
-        if not changed:
-            return None
-        claim = ExecutionClaim.objects.create(
-            call=call,
-            token=uuid.uuid4(),
-            worker=worker,
-            generation=generation,
-            acquired_at=now,
-            heartbeat_at=now,
-            expires_at=now + lease(),
-        )
-        call_moved(call, "in_progress")
-    return Claim(call.pk, claim.token, generation, claim.expires_at)
+        return None if call is None else _claim_locked(call, worker, timezone.now())
 
 
 def claim_acquire_batch(
     *, tool_names: Sequence[str], worker: str, limit: int, owner_id: Any = None
 ) -> list[Claim]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations when
-    given). PostgreSQL skips rows another claimer holds locked (``skip_locked``)."""
+    given), oldest first, in one transaction that holds them locked: on PostgreSQL rows another
+    claimer holds are skipped (``SKIP LOCKED``), so concurrent workers take different calls
+    instead of racing for the same ones; SQLite's writers are serialised anyway."""
     candidates = ToolCall.objects.filter(state=S.READY, tool_name__in=list(tool_names)).order_by(
         "created_at"
     )
     if owner_id is not None:
         candidates = candidates.filter(conversation__owner_id=owner_id)
-    claims: list[Claim] = []
-    while len(claims) < limit:
-        with transaction.atomic():
-            picked = vendor_sql().ready_candidates(candidates)
-            ids = list(picked.values_list("id", flat=True)[: limit - len(claims)])
-        if not ids:
-            break
-        got = [c for c in (claim_acquire(call_id=i, worker=worker) for i in ids) if c is not None]
-        claims.extend(got)
-        if not got:
-            break
-    return claims
+    now = timezone.now()
+    with publish.atomic():
+        picked = list(vendor_sql().ready_candidates(candidates)[:limit])
+        claims = [_claim_locked(call, worker, now) for call in picked]
+    return [c for c in claims if c is not None]
 
 
 def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> datetime:
