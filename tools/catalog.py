@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import regex
 from jsonschema import Draft202012Validator, ValidationError
 
 from projections.units import cut_text
@@ -66,14 +67,16 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 def _regex(name: str) -> Callable[[dict[str, Any]], None]:
-    """A check that the argument ``name``, when given, compiles as a Python regex."""
+    """A check that the argument ``name``, when given, compiles as a Python regex, and with the
+    ``regex`` library in its ``re``-compatible mode, which is what ``grep`` runs."""
 
     def check(arguments: dict[str, Any]) -> None:
         if name not in arguments:
             return
         try:
             re.compile(arguments[name])
-        except (re.error, RecursionError, OverflowError) as exc:
+            regex.compile(arguments[name], regex.VERSION0)
+        except (re.error, regex.error, RecursionError, OverflowError, ValueError) as exc:
             detail = getattr(exc, "msg", None) or type(exc).__name__
             where = f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else ""
             message = (

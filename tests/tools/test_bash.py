@@ -126,7 +126,10 @@ def test_a_background_run_is_paged_and_killed_by_the_model(user):
         )
         text = wait_for(lambda: response_of(logs))["modelContent"][0]["text"]
         assert text.splitlines()[:3] == ["line 11", "line 12", "line 13"]
-        assert "Continue with offset=13." in text
+        assert (
+            f"Lines at offsets 10-12 of 300 in the output of async run {run_id} (running)." in text
+        )
+        assert text.endswith("Continue with offset=13.")
         pgid = AsyncRun.objects.get(pk=run_id).pgid
         _, _, kill = _call(user, "async_bash_kill", {"id": run_id}, conversation=conversation)
         assert wait_for(lambda: response_of(kill), timeout=15)["modelContent"][0]["text"] == (

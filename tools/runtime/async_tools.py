@@ -49,14 +49,14 @@ async def async_bash_logs(ctx: CallContext) -> HandlerResult:
     stream = args.get("stream", "output")
     run = await ctx.sync(_run_of, ctx.conversation_id, args["id"])
     page = await ctx.sync(_page, run, stream, args.get("offset"), args.get("limit", 100))
-    first = page["offset"] + 1
-    last = page["offset"] + len(page["lines"])
+    # Offsets are 0-based here, as the tool's `offset` argument and the log API count them.
+    first, count = page["offset"], len(page["lines"])
     where = (
-        f"Lines {first}-{last} of {page['totalLines']}"
-        if page["lines"]
-        else f"No lines at offset {page['offset']} (the {stream} has {page['totalLines']})"
+        f"Lines at offsets {first}-{first + count - 1} of {page['totalLines']}"
+        if count
+        else f"No line at offset {first} ({page['totalLines']} lines)"
     )
-    footer = f"{where} of the {stream} of async run {run.pk} ({page['status']})."
+    footer = f"{where} in the {stream} of async run {run.pk} ({page['status']})."
     if page["nextOffset"] is not None:
         footer += f" Continue with offset={page['nextOffset']}."
     return HandlerResult(text="\n".join([*page["lines"], footer]), result=page)

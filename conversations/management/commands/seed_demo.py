@@ -21,6 +21,8 @@ from conversations.storage import resolve_workspace
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
 DEMO_TITLE = "Demo: calls the worker runs, and one awaiting approval"
+# The demo conversation of earlier releases: found again, not made twice.
+EARLIER_TITLES = ("Demo: a settled call and one awaiting approval",)
 DEMO_TOKEN_NAME = "demo (make run)"
 
 
@@ -54,7 +56,9 @@ class Command(BaseCommand):
             user.user_permissions.add(
                 Permission.objects.get(codename="run_commands", content_type__app_label="tools")
             )
-        conversation = Conversation.objects.filter(owner=user, title=DEMO_TITLE).first()
+        conversation = Conversation.objects.filter(
+            owner=user, title__in=(DEMO_TITLE, *EARLIER_TITLES)
+        ).first()
         if conversation is None:
             conversation = self._conversation(user)
         if user.check_password(DEMO_PASSWORD):
