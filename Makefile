@@ -38,6 +38,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/projections.py
+	$(BIN)/python bench/execution.py
 
 clean:
 	rm -rf $(VENV) data/test-toolcore-*.sqlite3*

@@ -13,7 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-os.environ.setdefault("DATA_DIR", tempfile.mkdtemp(prefix="toolcore-bench-"))
+if "DATA_DIR" not in os.environ:  # worker processes of the benches are given their parent's
+    os.environ["DATA_DIR"] = tempfile.mkdtemp(prefix="toolcore-bench-")
+os.environ.setdefault("TOOLCORE_WORKSPACE_ROOT", os.path.join(os.environ["DATA_DIR"], "workspaces"))
 # Measure what production runs: DEBUG off (no query log), warnings only on the console.
 os.environ.setdefault("DEBUG", "0")
 os.environ.setdefault("SECRET_KEY", "bench-" + "x" * 40)

@@ -1,19 +1,38 @@
-"""Execution benches: the runtime's paths beside a shell doing the same work, in the same run.
+"""Execution benches: the runtime's paths beside a baseline doing the same work, in the same run.
 
-    python bench/execution.py [--runs N] [--quick]
+    python bench/execution.py [--runs N] [--quick] [--only NAME] [--profile DIR]
 
-Run from the repository root (the script puts the root on ``sys.path``; nothing here needs
-Django or a database). Prints a Markdown table with PASS/FAIL per goal and always exits 0: it is
-a report, not a test. Each figure is the median of ``--runs`` runs (3), the measured path and
-its baseline run in turns (a, b, a, b, …) so that load from other processes falls on both.
+Run from the repository root (the script puts the root on ``sys.path``). Prints a Markdown
+table with PASS/FAIL per goal and always exits 0 when the benches ran: it is a report, not a
+test. Each figure is the median of ``--runs`` runs (3), the measured path and its baseline run
+in turns (a, b, a, b, …) so that load from other processes falls on both; a latency is a
+percentile of its samples, taken in turns with the baseline's.
 
-Rows are a table of benches (``BENCHES``): each takes the runs and a scratch folder and adds
-its rows. Add a bench by appending one.
+Rows are a table of benches (``BENCHES``): each takes the table, the runs and a scratch folder
+and adds its rows. Add a bench by appending one.
 
-Each capture runs in a fresh interpreter (``--child``) that reports its time and its peak
-resident set (``VmHWM``, cross-checked by sampling) above the resident set it had when the
-capture started: what the capture itself adds, whatever ran before it. Its time is measured
-inside that interpreter, around the capture alone.
+- Capture: each capture runs in a fresh interpreter (``--child``) that reports its time and its
+  peak resident set (``VmHWM``, cross-checked by sampling) above the resident set it had when
+  the capture started: what the capture itself adds, whatever ran before it. Its time is
+  measured inside that interpreter, around the capture alone. No database.
+- Pickup latency: an idle ``manage.py runworker_tools`` process and sequential ``bash`` calls,
+  each made ready by its own assistant message (allowed by a rule). From the ``COMMIT`` that
+  makes the call ready (stamped in this process) to the first instruction of its process
+  (``date +%s.%N``, the same wall clock); the baseline, sampled in turns: a transaction that
+  sends ``pg_notify`` and commits, heard by a ``LISTEN``ing connection in another process, from
+  its ``COMMIT`` to the notification read. Then the same pickups with a traced worker process
+  (``--trace``), for the time of each step.
+- Claim-run-settle: 1,000 ``read`` calls of a small file, made ready beforehand (10
+  conversations of 100), run by 1, 2 and 4 worker processes (4 calls at once each, the
+  default), set up beforehand and started together: from their start to the commit of the
+  1,000th response event, with the CPU the processes and PostgreSQL used meanwhile. Baseline:
+  as many raw psycopg ``INSERT`` + ``DELETE`` transactions (bench/core.py's ``RawEvents``).
+- ``grep`` over a generated 50,000-file workspace against ``grep -rnE``. Django, no database.
+
+The pickup and claim-run-settle benches need PostgreSQL, the one database several processes
+share: they run on a throw-away database (bench/_setup.py) and are skipped, with the reason
+printed, when ``DATABASE_URL`` is not PostgreSQL. ``--profile DIR`` writes a ``cProfile`` of
+each worker process they start (per thread, in thread CPU time) to DIR.
 """
 
 from __future__ import annotations
@@ -23,16 +42,22 @@ import asyncio
 import datetime
 import gc
 import json
+import math
 import os
 import platform
+import random
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -76,9 +101,23 @@ class Table:
             flush=True,
         )
 
+    def skip(self, figure: str, reason: str) -> None:
+        print(f"| {figure} | skipped: {reason} | | | | |", flush=True)
+
 
 def seconds(t: float) -> str:
     return f"{t * 1000:.0f} ms" if t < 1 else f"{t:.2f} s"
+
+
+def millis(t: float) -> str:
+    return f"{t * 1000:.2f} ms" if t < 0.01 else f"{t * 1000:.1f} ms"
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (0–100), nearest rank."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(p / 100 * len(ordered))))
+    return ordered[rank - 1]
 
 
 def in_turns(runs: int, *fns: Callable[[], object]) -> list[list]:
@@ -225,39 +264,1026 @@ def bench_capture_live_zeros(table: Table, runs: int, folder: Path) -> None:
     )
 
 
+# --- Django and the database -------------------------------------------------------------------
+
+
+class Django:
+    """Django set up once, on demand, and a throw-away database created once for the benches
+    that need PostgreSQL (bench/_setup.py); both undone at the end."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.connection: Any = None
+        self.user: Any = None
+
+    def setup(self) -> None:
+        if not self.ready:
+            import _setup  # noqa: F401  (the environment of the benches)
+            import django
+
+            django.setup()
+            self.ready = True
+
+    def postgresql(self) -> Any:
+        """The bench database's connection, created at the first call; None (and the benches
+        skip) when the settings' database is not PostgreSQL."""
+        self.setup()
+        from django.db import connection
+
+        if connection.vendor != "postgresql":
+            return None
+        if self.connection is None:
+            from _setup import django_on_bench_database
+            from django.contrib.auth import get_user_model
+
+            self.connection = django_on_bench_database()
+            self.user = get_user_model().objects.create(username="bench")
+        return self.connection
+
+    def skip_reason(self) -> str:
+        from django.db import connection
+
+        return (
+            f"needs PostgreSQL (worker processes share it); DATABASE_URL gives {connection.vendor}"
+        )
+
+    def _wait_alone(self, timeout: float = 20.0) -> None:
+        """Until the sessions of the worker processes stopped have ended (a database in use
+        cannot be dropped)."""
+        name = self.connection.settings_dict["NAME"]
+        deadline = time.monotonic() + timeout
+        with self.connection._nodb_cursor() as cursor:
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [name])
+                if cursor.fetchone()[0] == 0:
+                    return
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        if not self.ready:
+            return
+        from django.conf import settings
+        from django.db import connections
+
+        data = Path(settings.DATA_DIR)
+        try:
+            connections.close_all()
+            if self.connection is not None:
+                from _setup import drop_bench_database
+
+                self.connection.close_pool()
+                self._wait_alone()
+                drop_bench_database(self.connection)
+        finally:
+            if data.name.startswith("toolcore-bench-") and data.parent == Path(
+                tempfile.gettempdir()
+            ):
+                shutil.rmtree(data, ignore_errors=True)  # the one bench/_setup.py made
+
+
+DJANGO = Django()
+
+
+def _conninfo(connection: Any) -> str:
+    """A libpq connection string to the bench database (psycopg, outside Django)."""
+    from psycopg.conninfo import make_conninfo
+
+    params = connection.get_connection_params()
+    keep = {"dbname", "user", "password", "host", "port"}
+    return make_conninfo(**{k: v for k, v in params.items() if k in keep and v not in (None, "")})
+
+
+def _process_env(connection: Any) -> dict[str, str]:
+    """The environment of a worker process on the bench database and the bench's folders."""
+    from urllib.parse import quote
+
+    from django.conf import settings
+
+    db = connection.settings_dict
+    auth = quote(db["USER"] or "postgres", safe="")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"], safe="")
+    url = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=url,
+        DATA_DIR=str(settings.DATA_DIR),
+        TOOLCORE_WORKSPACE_ROOT=str(settings.TOOLCORE_WORKSPACE_ROOT),
+        DEBUG="0",
+        LOG_LEVEL="WARNING",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _listening(connection: Any, channel: str) -> int:
+    """How many sessions of the bench database have sent ``LISTEN channel`` last: the worker
+    listens on its channels in a fixed order, the last one once it is ready."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query = %s",
+            [f"LISTEN {channel}"],
+        )
+        return cursor.fetchone()[0]
+
+
+def _wait_listening(connection: Any, count: int, check: Callable[[], None]) -> None:
+    """Until exactly ``count`` sessions listen (workers started and ready, or gone); ``check``
+    raises when a worker process ended."""
+    from conversations.services.runners import CHANNELS
+
+    deadline = time.monotonic() + 60
+    while _listening(connection, CHANNELS[-1]) != count:
+        check()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not {count} listening worker processes within 60 s")
+        time.sleep(0.05)
+
+
+def _conversation(title: str, files: dict[str, str] | None = None) -> tuple[Any, str]:
+    """A conversation of the bench user with an open turn; ``files`` written in its workspace."""
+    from conversations.services.conversations import conversation_create
+    from conversations.services.messages import message_post
+    from tools.workspaces import conversation_workspace
+
+    conversation = conversation_create(owner=DJANGO.user, title=title)
+    workspace = conversation_workspace(conversation)
+    workspace.mkdir(parents=True, exist_ok=True)
+    for name, text in (files or {}).items():
+        (workspace / name).write_text(text)
+    posted = message_post(
+        conversation_id=conversation.pk,
+        message_id=f"u-{uuid.uuid4().hex}",
+        role="user",
+        content=[{"type": "text", "text": "bench"}],
+    )
+    return conversation, posted.body["turnId"]
+
+
+def _post_calls(conversation: Any, turn_id: str, calls: list[tuple[str, dict]]) -> list:
+    """An assistant message with these tool calls (≤ 128 a message); their ids."""
+    from conversations.services.messages import message_post
+
+    content = [
+        {"type": "tool_call", "id": f"c{i}", "name": name, "arguments": arguments}
+        for i, (name, arguments) in enumerate(calls)
+    ]
+    posted = message_post(
+        conversation_id=conversation.pk,
+        message_id=f"a-{uuid.uuid4().hex}",
+        role="assistant",
+        turn_id=turn_id,
+        content=content,
+    )
+    return posted.call_ids
+
+
+# --- grep ------------------------------------------------------------------------------------
+
+GREP_FILES = 50_000
+GREP_PATTERN = r"needle_[0-9]+\(\)"  # the same in Python (the tool) and POSIX ERE (grep -E)
+# fmt: off
+_WORDS = [
+    "def", "class", "return", "import", "self", "value", "items", "result", "config", "path",
+    "request", "user", "event", "call", "state", "error", "index", "count", "name", "data", "list",
+    "dict", "async", "await", "yield", "lambda", "None", "True", "False",
+]
+# fmt: on
+
+
+def make_tree(root: Path, files: int, *, seed: int = 7) -> int:
+    """``files`` source-like files (~2 KiB each), 100 a folder; a few matches planted."""
+    rng = random.Random(seed)
+    planted = 0
+    for n in range(files):
+        folder = root / f"pkg{n // 1000:02}" / f"mod{n // 100 % 10}"
+        if n % 100 == 0:
+            folder.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for _ in range(rng.randint(30, 70)):
+            words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 8)))
+            lines.append(f"    {words}  # {rng.randint(0, 10**6)}")
+        if n % 1250 == 0:  # 40 matches in 50,000 files: under the result budget
+            lines.insert(rng.randint(0, len(lines)), f"    needle_{n}()")
+            planted += 1
+        (folder / f"file{n:05}.py").write_text("\n".join(lines) + "\n")
+    return planted
+
+
+def _grep_tool(workspace: Path) -> dict:
+    from tools.runtime.base import CallContext
+    from tools.runtime.files.grep import grep
+
+    async def _no_update(_fields: dict) -> None:
+        return None
+
+    ctx = CallContext(
+        call_id=uuid.uuid4(),
+        conversation_id=uuid.uuid4(),
+        owner_id=1,
+        tool_name="grep",
+        arguments={"pattern": GREP_PATTERN},
+        generation=1,
+        token=uuid.uuid4(),
+        worker="bench",
+        workspace=workspace,
+        managed_root=workspace.parent / "managed",
+        attempt_dir=workspace.parent / "attempt",
+        update=_no_update,
+    )
+    return asyncio.run(grep(ctx)).result
+
+
+def _grep_rn(workspace: Path) -> int:
+    done = subprocess.run(
+        ["grep", "-rnE", GREP_PATTERN, "."], cwd=workspace, capture_output=True, check=False
+    )
+    return done.stdout.count(b"\n")
+
+
+def _walk_and_read(workspace: Path) -> int:
+    """The floor of any Python search: every file opened and read, no regex, no decoding."""
+    total, stack = 0, [str(workspace)]
+    while stack:
+        with os.scandir(stack.pop()) as scan:
+            for entry in scan:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    fd = os.open(entry.path, os.O_RDONLY)
+                    try:
+                        total += len(os.read(fd, 65536))
+                    finally:
+                        os.close(fd)
+    return total
+
+
+def bench_grep(table: Table, runs: int, folder: Path) -> None:
+    """The ``grep`` tool over the tree vs ``grep -rnE`` of the same pattern, on a warm page
+    cache; the pattern matches a few dozen lines (under the tool's result budget, so it searches
+    every file, as ``grep`` does)."""
+    DJANGO.setup()
+    files = GREP_FILES // 10 if QUICK else GREP_FILES
+    workspace = folder / "grep-ws"
+    workspace.mkdir()
+    try:
+        planted = make_tree(workspace, files)
+        size = sum(p.stat().st_size for p in workspace.rglob("*.py"))
+        # Warm the page cache, and check that all three see the same matches.
+        result = _grep_tool(workspace)
+        assert result["matchCount"] == planted and result["stopped"] is None, result
+        assert _grep_rn(workspace) == planted
+        _walk_and_read(workspace)
+
+        def timed(fn: Callable[[], object]) -> Callable[[], float]:
+            def run() -> float:
+                started = time.perf_counter()
+                fn()
+                return time.perf_counter() - started
+
+            return run
+
+        tool, grep, floor = (
+            statistics.median(x)
+            for x in in_turns(
+                runs,
+                timed(lambda: _grep_tool(workspace)),
+                timed(lambda: _grep_rn(workspace)),
+                timed(lambda: _walk_and_read(workspace)),
+            )
+        )
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    table.add(
+        f"`grep` tool over {files:,} files ({size / MIB:.0f} MiB), {planted} matches "
+        "(baseline: `grep -rnE` of the same pattern)",
+        seconds(tool),
+        seconds(grep),
+        tool / grep,
+        "≤ 3",
+        tool / grep <= 3,
+    )
+    table.add(
+        "  floor: `os.scandir` walk + read of every file, no regex (baseline: `grep -rnE`)",
+        seconds(floor),
+        seconds(grep),
+        floor / grep,
+    )
+    table.add("  the `grep` tool against that floor", seconds(tool), seconds(floor), tool / floor)
+
+
+# --- worker processes --------------------------------------------------------------------------
+
+CONCURRENCY = 4  # TOOLCORE_WORKER_CONCURRENCY's default: calls one worker process runs at once
+
+
+def worker_child(concurrency: int, trace: str | None, profile: str | None) -> None:
+    """A worker process as ``manage.py runworker_tools`` runs it (the same ``Worker`` and
+    handlers), set up first and started on a line on stdin, so that the interpreter's start is
+    not timed; SIGTERM stops it. With ``trace``, stamps of each pickup go to that file; with
+    ``profile``, ``cProfile`` statistics of its loop and database threads."""
+    import django
+
+    django.setup()
+    from tools.runtime.registry import HANDLERS
+    from tools.runtime.worker import Worker
+
+    if trace:
+        _install_trace(trace)
+    profiles = _install_profile() if profile else []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        worker = Worker(handlers=HANDLERS, concurrency=concurrency)
+        print("ready", flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
+        if profiles:
+            profiles[0].enable()
+        await worker.run(stop)
+        if profiles:
+            profiles[0].disable()
+
+    asyncio.run(main())
+    if profiles:
+        import pstats
+
+        pstats.Stats(*profiles).dump_stats(profile)
+
+
+def _install_profile() -> list:
+    """A ``cProfile`` per thread (one profiler follows one thread): the loop's first, then one
+    per database thread, each enabled around the jobs the worker gives it. They count the
+    thread's CPU time (``time.thread_time``), not waits for the database, the disk or the GIL."""
+    import cProfile
+    import threading
+
+    import tools.runtime.worker as worker_module
+
+    def profiler() -> cProfile.Profile:
+        return cProfile.Profile(time.thread_time)
+
+    profiles = [profiler()]
+    local = threading.local()
+    db = worker_module.Worker.db
+
+    async def profiled_db(self, fn, /, *args, **kwargs):
+        def job(*a, **k):
+            if not hasattr(local, "profile"):
+                local.profile = profiler()
+                profiles.append(local.profile)
+            local.profile.enable()
+            try:
+                return fn(*a, **k)
+            finally:
+                local.profile.disable()
+
+        return await db(self, job, *args, **kwargs)
+
+    worker_module.Worker.db = profiled_db
+    return profiles
+
+
+def _install_trace(path: str) -> None:
+    """Wall-clock stamps of the steps of a pickup, one JSON line per process started: the
+    notification heard, the loop awake, the claim (on its thread), the call's row read, and
+    ``Popen`` of the command. For sequential calls to an idle worker (the pickup bench)."""
+    import tools.runtime.worker as worker_module
+    from tools.runtime import capture
+
+    marks: dict[str, float] = {}
+    out = open(path, "a", buffering=1)  # noqa: SIM115 - open for the life of the process
+    wake, pick_up = worker_module.Worker.wake, worker_module.Worker._pick_up
+    claim, call_row = worker_module.claim_acquire_batch, worker_module._call_row
+    start = capture.ProcessCapture.start
+
+    class TracedSubprocess:
+        """``subprocess`` as capture.py sees it, with ``Popen`` stamped."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(subprocess, name)
+
+        def Popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen:  # noqa: N802
+            marks["popen_begun"] = time.time()
+            process = subprocess.Popen(*args, **kwargs)
+            marks["popen_returned"] = time.time()
+            return process
+
+    def traced_wake(self, tool_name=None):
+        marks.setdefault("notified", time.time())
+        return wake(self, tool_name)
+
+    async def traced_pick_up(self):
+        if "notified" in marks:
+            marks.setdefault("awake", time.time())
+        return await pick_up(self)
+
+    def traced_claim(**kwargs):
+        began = time.time()
+        claims = claim(**kwargs)
+        if claims:
+            marks.update(claim_begun=began, claimed=time.time())
+        return claims
+
+    def traced_row(call_id):
+        began = time.time()
+        row = call_row(call_id)
+        marks.update(row_begun=began, row_read=time.time())
+        return row
+
+    async def traced_start(self):
+        marks["start_begun"] = time.time()
+        await start(self)
+        marks["start_returned"] = time.time()
+        out.write(json.dumps({"folder": str(self.folder), **marks}) + "\n")
+        marks.clear()
+
+    worker_module.Worker.wake = traced_wake
+    worker_module.Worker._pick_up = traced_pick_up
+    worker_module.claim_acquire_batch = traced_claim
+    worker_module._call_row = traced_row
+    capture.ProcessCapture.start = traced_start
+    capture.subprocess = TracedSubprocess()
+
+
+class Workers:
+    """``count`` gated worker processes (``--worker``) on the bench database."""
+
+    def __init__(self, env: dict, count: int, folder: Path, *, trace: Path | None = None):
+        self.log = open(folder / f"workers-{uuid.uuid4().hex[:8]}.log", "w+")  # noqa: SIM115
+
+        def command(i: int) -> list[str]:
+            line = [sys.executable, __file__, "--worker", str(CONCURRENCY)]
+            if trace is not None:
+                line += ["--trace", str(trace)]
+            if PROFILE is not None:
+                line += ["--profile", str(PROFILE / f"workers-{count}-{i}.prof")]
+            return line
+
+        self.processes = [
+            subprocess.Popen(
+                command(i),
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                text=True,
+            )
+            for i in range(count)
+        ]
+        for process in self.processes:
+            if process.stdout.readline().strip() != "ready":
+                self.stop()
+                raise RuntimeError(f"a worker process did not start: {self.errors()}")
+
+    def go(self) -> None:
+        for process in self.processes:
+            process.stdin.write("go\n")
+            process.stdin.flush()
+
+    def check(self) -> None:
+        if any(p.poll() is not None for p in self.processes):
+            raise RuntimeError(f"a worker process ended: {self.errors()}")
+
+    def errors(self) -> str:
+        self.log.seek(0)
+        return self.log.read()[-3000:]
+
+    def stop(self) -> str:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        errors = self.errors()
+        self.log.close()
+        return errors
+
+
+def _wait_response(call_id: Any, timeout: float = 60.0) -> dict:
+    """The payload of the call's response event, polled every 5 ms."""
+    from conversations.models import ConversationEvent
+
+    query = ConversationEvent.objects.filter(tool_call_id=call_id, type="tool_call_response")
+    deadline = time.monotonic() + timeout
+    while True:
+        payload = query.values_list("payload", flat=True).first()
+        if payload is not None:
+            return payload
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no response to call {call_id} within {timeout:.0f} s")
+        time.sleep(0.005)
+
+
+# --- pickup latency ----------------------------------------------------------------------------
+
+PICKUP_COMMAND = "date +%s.%N"  # the process's first instruction stamps the wall clock
+PICKUP_SAMPLES, PICKUP_WARMUP, TRACE_SAMPLES = 200, 10, 100
+BENCH_CHANNEL = "toolcore_bench_roundtrip"
+_EPOCH = re.compile(r"\b(1\d{9}\.\d{9})\b")
+
+
+def listen_child(channel: str) -> None:
+    """The baseline's other end: ``LISTEN channel`` on its own connection, and print the
+    wall-clock time at which each notification arrives (``payload time``)."""
+    import psycopg
+
+    with psycopg.connect(os.environ["BENCH_CONNINFO"], autocommit=True) as conn:
+        conn.execute(f"LISTEN {channel}")
+        print("ready", flush=True)
+        for note in conn.notifies():
+            got = time.time()
+            if note.payload == "stop":
+                return
+            print(f"{note.payload} {got:.6f}", flush=True)
+
+
+class NotifyRoundTrip:
+    """The baseline: a transaction that sends ``pg_notify`` and commits, heard by a listening
+    connection in another process; time from the ``COMMIT`` sent to the notification read."""
+
+    def __init__(self, connection: Any) -> None:
+        import psycopg
+
+        conninfo = _conninfo(connection)
+        self.conn = psycopg.connect(conninfo)
+        self.child = subprocess.Popen(
+            [sys.executable, __file__, "--listen", BENCH_CHANNEL],
+            env={**os.environ, "BENCH_CONNINFO": conninfo},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if self.child.stdout.readline().strip() != "ready":
+            raise RuntimeError("the listening process did not start")
+        self.count = 0
+
+    def _send(self, payload: str) -> float:
+        self.conn.execute("SELECT pg_notify(%s, %s)", (BENCH_CHANNEL, payload))
+        sent = time.time()
+        self.conn.commit()
+        return sent
+
+    def sample(self) -> float:
+        self.count += 1
+        sent = self._send(str(self.count))
+        payload, got = self.child.stdout.readline().split()
+        assert payload == str(self.count), payload
+        return float(got) - sent
+
+    def close(self) -> None:
+        self._send("stop")
+        self.child.wait(10)
+        self.conn.close()
+
+
+class CommitClock:
+    """When the bench process's last ``COMMIT`` was sent and when it returned; ``ready`` holds
+    those of each commit that made a call ready (heard by an in-process listener, which runs
+    right after the commit)."""
+
+    def __init__(self) -> None:
+        from django.db import connections
+
+        from conversations.services import runners
+
+        self.wrapper = connections["default"]
+        commit = self.wrapper._commit
+        self.sent = self.returned = 0.0
+        self.ready: list[tuple[float, float]] = []
+
+        def timed_commit():
+            self.sent = time.time()
+            try:
+                return commit()
+            finally:
+                self.returned = time.time()
+
+        self.wrapper._commit = timed_commit
+        runners.listen(runners.READY, self._heard)
+
+    def _heard(self, _tool_name: str) -> None:
+        self.ready.append((self.sent, self.returned))
+
+    def close(self) -> None:
+        from conversations.services import runners
+
+        runners.unlisten(runners.READY, self._heard)
+        del self.wrapper._commit
+
+
+def _alive(process: subprocess.Popen, log: Any) -> None:
+    if process.poll() is not None:
+        log.seek(0)
+        raise RuntimeError(f"the worker process ended: {log.read()[-3000:]}")
+
+
+def _idle() -> None:
+    time.sleep(random.uniform(0.02, 0.05))
+
+
+def _pickup(clock: CommitClock, conversation: Any, turn_id: str) -> dict[str, Any]:
+    """One ``bash`` call made ready (its own assistant message) to an idle worker: seconds from
+    the commit that made it ready to its process's first instruction, and the commit's own."""
+    clock.ready.clear()
+    (call_id,) = _post_calls(conversation, turn_id, [("bash", {"command": PICKUP_COMMAND})])
+    ((sent, returned),) = clock.ready
+    time.sleep(0.05)  # the pickup runs undisturbed by the polling below
+    payload = _wait_response(call_id)
+    assert payload["outcome"] == "completed", payload
+    found = _EPOCH.search(json.dumps(payload))
+    assert found, payload
+    return {
+        "call": str(call_id),
+        "sent": sent,
+        "latency": float(found[1]) - sent,
+        "commit": returned - sent,
+        "started": float(found[1]),
+    }
+
+
+def bench_pickup(table: Table, runs: int, folder: Path) -> None:
+    """Pickup latency of an idle ``manage.py runworker_tools`` process, sampled in turns with
+    the baseline, a ``LISTEN``/``NOTIFY`` round trip between two processes; then the same with
+    a traced worker process, for where the time goes."""
+    figure = "pickup latency, idle worker process"
+    connection = DJANGO.postgresql()
+    if connection is None:
+        table.skip(figure, DJANGO.skip_reason())
+        return
+    from tools.models import PermissionRule
+
+    samples = PICKUP_SAMPLES // 4 if QUICK else PICKUP_SAMPLES
+    conversation, turn_id = _conversation("pickup")
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern=PICKUP_COMMAND, decision="allow"
+    )
+    env = _process_env(connection)
+    log = open(folder / "runworker_tools.log", "w+")  # noqa: SIM115
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "runworker_tools"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    roundtrip = NotifyRoundTrip(connection)
+    clock = CommitClock()
+    try:
+        try:
+            _wait_listening(connection, 1, lambda: _alive(worker, log))
+            for _ in range(PICKUP_WARMUP):
+                _pickup(clock, conversation, turn_id)
+                roundtrip.sample()
+            pickups, notifies = [], []
+            for _ in range(samples):
+                _idle()
+                notifies.append(roundtrip.sample())
+                _idle()
+                pickups.append(_pickup(clock, conversation, turn_id))
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+            log.seek(0)
+            errors = log.read()
+            log.close()
+        assert "Traceback" not in errors, errors[-3000:]
+        _pickup_rows(table, figure, samples, pickups, notifies)
+        _pickup_breakdown(table, connection, env, clock, conversation, turn_id, folder)
+    finally:
+        clock.close()
+        roundtrip.close()
+
+
+def _pickup_rows(
+    table: Table, figure: str, samples: int, pickups: list[dict], notifies: list[float]
+) -> None:
+    latency = [p["latency"] for p in pickups]
+    p50, p99 = percentile(latency, 50), percentile(latency, 99)
+    n50, n99 = percentile(notifies, 50), percentile(notifies, 99)
+    table.add(
+        f"{figure} `manage.py runworker_tools`: commit that makes a `bash` call ready → its "
+        f"process's first instruction, p50 of {samples} (baseline: a `LISTEN`/`NOTIFY` round "
+        "trip between two processes, p50)",
+        millis(p50),
+        millis(n50),
+        p50 / n50,
+        "p50 ≤ 10×",
+        p50 / n50 <= 10,
+    )
+    table.add("  the same, p99", millis(p99), millis(n99), p99 / n99)
+    table.add(
+        "  of which the commit itself (`COMMIT` sent → returned), p50",
+        millis(percentile([p["commit"] for p in pickups], 50)),
+        "",
+        None,
+    )
+
+
+def _pickup_breakdown(
+    table: Table,
+    connection: Any,
+    env: dict,
+    clock: CommitClock,
+    conversation: Any,
+    turn_id: str,
+    folder: Path,
+) -> None:
+    """Where a pickup's time goes: the same pickups with a traced worker process."""
+    samples = TRACE_SAMPLES // 4 if QUICK else TRACE_SAMPLES
+    trace = folder / "pickup-trace.jsonl"
+    workers = Workers(env, 1, folder, trace=trace)
+    try:
+        _wait_listening(connection, 0, workers.check)  # the first worker process gone
+        workers.go()
+        _wait_listening(connection, 1, workers.check)
+        for _ in range(PICKUP_WARMUP):
+            _pickup(clock, conversation, turn_id)
+        pickups = []
+        for _ in range(samples):
+            _idle()
+            pickups.append(_pickup(clock, conversation, turn_id))
+    finally:
+        errors = workers.stop()
+        assert "Traceback" not in errors, errors
+    mine = {p["call"]: p for p in pickups}
+    traced = []
+    for line in trace.read_text().splitlines():
+        stamp = json.loads(line)
+        call = Path(stamp["folder"]).parent.name  # …/tool-calls/<call>/g<generation>
+        if call in mine and all(k in stamp for k in ("notified", "awake", "claimed")):
+            p = mine[call]
+            traced.append({**stamp, **p, "returned": p["sent"] + p["commit"]})
+    table.add(
+        f"  traced worker process, {len(traced)} pickups: p50 of each step's time since the "
+        "previous one (total: commit sent → first instruction)",
+        millis(percentile([t["latency"] for t in traced], 50)),
+        "",
+        None,
+    )
+    steps = [
+        ("returned", "commit returned"),
+        ("notified", "the worker heard the notification"),
+        ("awake", "its loop awake (`_pick_up`)"),
+        ("claim_begun", "claim begun on a database thread"),
+        ("claimed", "claim committed (`claim_acquire_batch`)"),
+        ("row_begun", "call's row read begun on a database thread"),
+        ("row_read", "call's row read (`_call_row`)"),
+        ("start_begun", "the handler's `ProcessCapture.start` begun"),
+        ("popen_begun", "`Popen` begun (the capture's files made)"),
+        ("popen_returned", "`Popen` returned"),
+        ("start_returned", "`ProcessCapture.start` returned"),
+        ("started", "the process's first instruction"),
+    ]
+    previous = "sent"
+    for key, name in steps:
+        spent = percentile([t[key] - t[previous] for t in traced], 50)
+        table.add(f"    → {name}", millis(spent), "", None)
+        previous = key
+
+
+# --- claim, run, settle ------------------------------------------------------------------------
+
+THROUGHPUT_CALLS = 1000
+THROUGHPUT_PROCESSES = (1, 2, 4)
+SMALL_FILE = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(40))
+
+
+def _ready_reads(n: int) -> list:
+    """``n`` ready ``read`` calls of a small file, 100 to a conversation (one assistant message
+    each); the conversations' ids."""
+    from conversations.models import ToolCall
+
+    conversations = []
+    for c in range(n // 100):
+        conversation, turn_id = _conversation(f"reads-{c}", {"small.txt": SMALL_FILE})
+        _post_calls(conversation, turn_id, [("read", {"path": "small.txt"})] * 100)
+        conversations.append(conversation.pk)
+    ready = ToolCall.objects.filter(conversation_id__in=conversations, state="ready").count()
+    assert ready == n, ready
+    return conversations
+
+
+class CPU:
+    """CPU seconds used so far by some processes, by the PostgreSQL server's processes, and by
+    the whole machine (busy and in all, over every core), from ``/proc``."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.each = [self._process(pid) for pid in pids]
+        self.workers = sum(self.each)
+        self.postgres = sum(
+            self._process(int(p.name))
+            for p in Path("/proc").iterdir()
+            if p.name.isdigit() and self._comm(p) == "postgres"
+        )
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        hz = os.sysconf("SC_CLK_TCK")
+        self.total = sum(ticks[:8]) / hz
+        self.busy = self.total - (ticks[3] + ticks[4]) / hz  # less idle and iowait
+
+    @staticmethod
+    def _comm(proc: Path) -> str:
+        try:
+            return (proc / "comm").read_text().strip()
+        except OSError:
+            return ""
+
+    @staticmethod
+    def _process(pid: int) -> float:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def since(self, before: CPU) -> dict[str, float]:
+        each = [after - was for after, was in zip(self.each, before.each, strict=True)]
+        return {
+            "workers": self.workers - before.workers,
+            "least": min(each),
+            "most": max(each),
+            "postgres": self.postgres - before.postgres,
+            "busy": (self.busy - before.busy) / (self.total - before.total),
+        }
+
+
+def _claim_run_settle(env: dict, processes: int, n: int, folder: Path) -> dict[str, float]:
+    """Seconds from starting ``processes`` worker processes (set up beforehand) to the commit of
+    the ``n``-th response event, and the CPU used meanwhile."""
+    from django.db.models import Max
+
+    from conversations.models import ConversationEvent
+
+    conversations = _ready_reads(n)
+    responses = ConversationEvent.objects.filter(
+        conversation_id__in=conversations, type="tool_call_response"
+    )
+    workers = Workers(env, processes, folder)
+    pids = [p.pid for p in workers.processes]
+    try:
+        cpu = CPU(pids)
+        started = time.time()
+        workers.go()
+        deadline = time.monotonic() + 600
+        while responses.count() < n:
+            workers.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{n} calls not settled within 600 s")
+            time.sleep(0.1)
+        used = CPU(pids).since(cpu)
+        last = responses.aggregate(last=Max("created_at"))["last"].timestamp()
+    finally:
+        errors = workers.stop()
+    assert "Traceback" not in errors, errors
+    outcomes = {p["outcome"] for p in responses.values_list("payload", flat=True).iterator()}
+    assert outcomes == {"completed"}, outcomes
+    return {"seconds": last - started, **used}
+
+
+def bench_claim_run_settle(table: Table, runs: int, folder: Path) -> None:
+    """1,000 ready ``read`` calls (10 conversations of 100) run by 1, 2 and 4 worker processes
+    (4 calls at once each); the raw baseline: as many ``INSERT`` + ``DELETE`` transactions with
+    psycopg (bench/core.py's ``RawEvents``)."""
+    n = THROUGHPUT_CALLS // 5 if QUICK else THROUGHPUT_CALLS
+    figure = f"claim-run-settle of {n:,} `read` calls"
+    connection = DJANGO.postgresql()
+    if connection is None:
+        table.skip(figure, DJANGO.skip_reason())
+        return
+    from core import RawEvents
+
+    env = _process_env(connection)
+    raw = RawEvents(connection, DJANGO.user, "raw")
+
+    def baseline() -> float:
+        raw.scratch_rows(n)
+        return raw.transactions(n, "tool_call_response", delete_scratch=True)
+
+    measures = [lambda k=k: _claim_run_settle(env, k, n, folder) for k in THROUGHPUT_PROCESSES]
+    *answers, raws = in_turns(runs, *measures, baseline)
+    raw.conn.close()
+    got = {
+        k: {key: statistics.median(a[key] for a in runs_of_k) for key in runs_of_k[0]}
+        for k, runs_of_k in zip(THROUGHPUT_PROCESSES, answers, strict=True)
+    }
+    raw_time = statistics.median(raws)
+    one = got[1]["seconds"]
+
+    def cpu(k: int) -> str:
+        g = got[k]
+        spread = "" if k == 1 else f" (each process {g['least']:.2f}–{g['most']:.2f} s)"
+        return (
+            f"; CPU a call: workers {g['workers'] / n * 1000:.1f} ms{spread}, PostgreSQL "
+            f"{g['postgres'] / n * 1000:.1f} ms; machine busy {g['busy']:.0%}"
+        )
+
+    table.add(
+        f"{figure}, 1 worker process (baseline: {n:,} raw psycopg `INSERT` + `DELETE` "
+        "transactions)",
+        f"{seconds(one)} ({one / n * 1000:.2f} ms a call{cpu(1)})",
+        f"{seconds(raw_time)} ({raw_time / n * 1000:.2f} ms each)",
+        one / raw_time,
+    )
+    for k in THROUGHPUT_PROCESSES[1:]:
+        spent = got[k]["seconds"]
+        goal = k == 4
+        table.add(
+            f"{figure}, {k} worker processes (baseline: 1; ratio: speedup)",
+            f"{seconds(spent)} ({spent / n * 1000:.2f} ms a call{cpu(k)})",
+            seconds(one),
+            one / spent,
+            "speedup ≥ 1.5" if goal else "",
+            one / spent >= 1.5 if goal else None,
+        )
+
+
 BENCHES: list[Callable[[Table, int, Path], None]] = [
     bench_capture,
     bench_capture_live_text,
     bench_capture_live_zeros,
+    bench_pickup,
+    bench_claim_run_settle,
+    bench_grep,
 ]
+QUICK = False  # --quick: one run, smaller sizes
+PROFILE: Path | None = None  # --profile DIR
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
 
 
 def main() -> None:
+    global QUICK, PROFILE
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
-    parser.add_argument("--quick", action="store_true", help="1 run per figure")
+    parser.add_argument("--quick", action="store_true", help="1 run per figure, smaller sizes")
+    parser.add_argument(
+        "--only", metavar="NAME", help="only the benches whose name contains NAME (bench_…)"
+    )
     parser.add_argument("--child", nargs=2, metavar=("COMMAND", "FOLDER"), help=argparse.SUPPRESS)
     parser.add_argument("--live", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", type=int, metavar="CONCURRENCY", help=argparse.SUPPRESS)
+    parser.add_argument("--trace", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        type=Path,
+        help="write cProfile statistics of each worker process started to DIR "
+        "(workers-<count>-<i>.prof; each run overwrites them)",
+    )
+    parser.add_argument("--listen", metavar="CHANNEL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child[0], Path(args.child[1]), args.live)
         return
+    if args.worker:
+        worker_child(args.worker, args.trace, args.profile and str(args.profile))
+        return
+    if args.listen:
+        listen_child(args.listen)
+        return
+    QUICK, PROFILE = args.quick, args.profile
+    if PROFILE is not None:
+        PROFILE.mkdir(parents=True, exist_ok=True)
     runs = 1 if args.quick else max(1, args.runs)
     started = time.perf_counter()
     print(
-        f"{datetime.date.today().isoformat()}; Python {platform.python_version()}; "
-        f"{os.cpu_count()} cores; medians of {runs} runs. Ratio: measured over baseline "
-        "(lower is better).\n"
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; Python "
+        f"{platform.python_version()}; {os.cpu_count()} cores; {_load()} at the start; "
+        f"medians of {runs} runs. Ratio: measured over baseline (lower is better) unless the row "
+        "says otherwise.\n"
     )
     print("| figure | measured | baseline | ratio | goal | result |")
     print("|---|---|---|---|---|---|")
     table = Table()
-    with tempfile.TemporaryDirectory(prefix="toolcore-bench-") as tmp:
-        for bench in BENCHES:
-            bench(table, runs, Path(tmp))
+    try:
+        with tempfile.TemporaryDirectory(prefix="toolcore-bench-") as tmp:
+            for bench in BENCHES:
+                if args.only is None or args.only in bench.__name__:
+                    os.sync()  # what the bench before wrote is on disk, not written back now
+                    bench(table, runs, Path(tmp))
+    finally:
+        DJANGO.close()
     print(
         f"\n{sum(table.verdicts)} of {len(table.verdicts)} goals met; "
-        f"{time.perf_counter() - started:.0f} s in all."
+        f"{time.perf_counter() - started:.0f} s in all; {_load()} at the end."
     )
 
 
