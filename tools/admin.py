@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from conversations.admin import ExactSearchMixin, ReadOnlyAdmin, call_url, changelist_url, link
 from conversations.models import ConversationEvent
 
-from .models import AsyncRun, Launch, PermissionRule
+from .models import AsyncRun, Launch, LeftProcess, PermissionRule
 
 
 class RuleScopeFilter(admin.SimpleListFilter):
@@ -169,4 +169,16 @@ class LaunchAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "created_at",
         "updated_at",
     )
+    readonly_fields = fields
+
+
+@admin.register(LeftProcess)
+class LeftProcessAdmin(ReadOnlyAdmin):
+    """Process groups dead workers left running, waiting for a worker of their host to kill
+    them (each row goes once handled)."""
+
+    list_display = ("label", "host", "pgid", "process_start", "created_at")
+    list_filter = ("host",)
+    search_fields = ("label", "host")
+    fields = list_display
     readonly_fields = fields

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from ..errors import StaleClaim
@@ -32,6 +31,8 @@ class Claim:
     token: UUID
     generation: int
     expires_at: datetime
+    # The call as claimed (with its conversation), so the holder need not read it again.
+    call: ToolCall | None = field(default=None, compare=False, repr=False)
 
 
 def lease() -> timedelta:
@@ -43,7 +44,7 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
     ``generation + 1``, a new token and a lease."""
     generation = call.generation + 1
     changed = ToolCall.objects.filter(pk=call.pk, state=S.READY, generation=call.generation).update(
-        state=S.RUNNING, generation=F("generation") + 1, updated_at=now
+        state=S.RUNNING, generation=generation, updated_at=now
     )
     if not changed:
         return None
@@ -56,8 +57,11 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
         heartbeat_at=now,
         expires_at=now + lease(),
     )
-    call_moved(call, "in_progress")
-    return Claim(call.pk, claim.token, generation, claim.expires_at)
+    # The row as just written (no re-read): it is locked by this transaction.
+    call.state, call.generation, call.updated_at = S.RUNNING, generation, now
+    call.claim = claim
+    call_moved(call, "in_progress", fresh=True)
+    return Claim(call.pk, claim.token, generation, claim.expires_at, call)
 
 
 def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
@@ -74,8 +78,10 @@ def claim_acquire_batch(
     given), oldest first, in one transaction that holds them locked: on PostgreSQL rows another
     claimer holds are skipped (``SKIP LOCKED``), so concurrent workers take different calls
     instead of racing for the same ones; SQLite's writers are serialised anyway."""
-    candidates = ToolCall.objects.filter(state=S.READY, tool_name__in=list(tool_names)).order_by(
-        "created_at"
+    candidates = (
+        ToolCall.objects.filter(state=S.READY, tool_name__in=list(tool_names))
+        .select_related("conversation")
+        .order_by("created_at")
     )
     if owner_id is not None:
         candidates = candidates.filter(conversation__owner_id=owner_id)

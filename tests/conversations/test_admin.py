@@ -33,7 +33,7 @@ from conversations.services.conversations import conversation_create
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data
-from tools.models import AsyncRun, Launch, PermissionRule
+from tools.models import AsyncRun, Launch, LeftProcess, PermissionRule
 
 from ..factories import StaffFactory, UserFactory
 
@@ -181,6 +181,9 @@ def object_of(world: World, model) -> Any:
         PermissionRule: world.rule,
         AsyncRun: world.run,
         Launch: world.launch,
+        LeftProcess: LeftProcess.objects.get_or_create(
+            host="host-b", pgid=4242, process_start=123456, label=f"call {world.running_id}"
+        )[0],
     }[model]
 
 
@@ -196,6 +199,7 @@ REGISTERED = [
     PermissionRule,
     AsyncRun,
     Launch,
+    LeftProcess,
 ]
 BIG_TABLES = [ConversationEvent, ToolCall, ToolActivity, Asset]
 

@@ -69,8 +69,10 @@ class _Row:
 
 def _call_row(call_id: Any) -> _Row | None:
     call = ToolCall.objects.select_related("conversation").filter(pk=call_id).first()
-    if call is None:
-        return None
+    return None if call is None else _row_of(call)
+
+
+def _row_of(call: ToolCall) -> _Row:
     return _Row(
         conversation_id=call.conversation_id,
         owner_id=call.conversation.owner_id,
@@ -247,7 +249,7 @@ class Worker:
         key = str(claim.call_id)
         renewal: asyncio.Task[None] | None = None
         try:
-            row = await self.db(_call_row, claim.call_id)
+            row = _row_of(claim.call) if claim.call else await self.db(_call_row, claim.call_id)
             handler = self.handlers.get(row.tool_name) if row is not None else None
             if row is None or handler is None:
                 return  # settled meanwhile (a cancel), or not ours after all
