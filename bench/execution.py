@@ -657,7 +657,7 @@ def _install_trace(path: str) -> None:
     marks: dict[str, float] = {}
     out = open(path, "a", buffering=1)  # noqa: SIM115 - open for the life of the process
     wake, pick_up = worker_module.Worker.wake, worker_module.Worker._pick_up
-    claim, call_row = worker_module.claim_acquire_batch, worker_module._call_row
+    claim = worker_module.claim_acquire_batch
     start = capture.ProcessCapture.start
 
     class TracedSubprocess:
@@ -688,12 +688,6 @@ def _install_trace(path: str) -> None:
             marks.update(claim_begun=began, claimed=time.time())
         return claims
 
-    def traced_row(call_id):
-        began = time.time()
-        row = call_row(call_id)
-        marks.update(row_begun=began, row_read=time.time())
-        return row
-
     async def traced_start(self):
         marks["start_begun"] = time.time()
         await start(self)
@@ -704,7 +698,6 @@ def _install_trace(path: str) -> None:
     worker_module.Worker.wake = traced_wake
     worker_module.Worker._pick_up = traced_pick_up
     worker_module.claim_acquire_batch = traced_claim
-    worker_module._call_row = traced_row
     capture.ProcessCapture.start = traced_start
     capture.subprocess = TracedSubprocess()
 
@@ -1040,8 +1033,6 @@ def _pickup_breakdown(
         ("awake", "its loop awake (`_pick_up`)"),
         ("claim_begun", "claim begun on a database thread"),
         ("claimed", "claim committed (`claim_acquire_batch`)"),
-        ("row_begun", "call's row read begun on a database thread"),
-        ("row_read", "call's row read (`_call_row`)"),
         ("start_begun", "the handler's `ProcessCapture.start` begun"),
         ("popen_begun", "`Popen` begun (the capture's files made)"),
         ("popen_returned", "`Popen` returned"),
