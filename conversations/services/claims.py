@@ -75,21 +75,40 @@ def claim_acquire_batch(
     *, tool_names: Sequence[str], worker: str, limit: int, owner_id: Any = None
 ) -> list[Claim]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations when
-    given), oldest first, in one transaction that holds them locked: on PostgreSQL rows another
-    claimer holds are skipped (``SKIP LOCKED``), so concurrent workers take different calls
-    instead of racing for the same ones; SQLite's writers are serialised anyway."""
-    candidates = (
-        ToolCall.objects.filter(state=S.READY, tool_name__in=list(tool_names))
-        .select_related("conversation")
-        .order_by("created_at")
-    )
-    if owner_id is not None:
-        candidates = candidates.filter(conversation__owner_id=owner_id)
+    given), oldest first, in one transaction. On PostgreSQL one statement picks the calls
+    (``FOR UPDATE SKIP LOCKED``: concurrent workers take different calls instead of racing for
+    the same ones), moves them ``running`` and inserts their claims; SQLite's writers are
+    serialised anyway. Each claimed call is published and folded ``in_progress`` as one claim
+    by ``claim_acquire`` is."""
     now = timezone.now()
+    expires = now + lease()
     with publish.atomic():
-        picked = list(vendor_sql().ready_candidates(candidates)[:limit])
-        claims = [_claim_locked(call, worker, now) for call in picked]
-    return [c for c in claims if c is not None]
+        claimed = vendor_sql().claim_ready(
+            tool_names=list(tool_names),
+            worker=worker,
+            limit=limit,
+            owner_id=owner_id,
+            now=now,
+            expires=expires,
+        )
+        if not claimed:
+            return []
+        calls = ToolCall.objects.select_related("conversation").in_bulk([c[0] for c in claimed])
+        claims = []
+        for call_id, token, generation in claimed:
+            call = calls[call_id]
+            call.claim = ExecutionClaim(
+                call=call,
+                token=token,
+                worker=worker,
+                generation=generation,
+                acquired_at=now,
+                heartbeat_at=now,
+                expires_at=expires,
+            )
+            call_moved(call, "in_progress", fresh=True)
+            claims.append(Claim(call.pk, token, generation, expires, call))
+    return claims
 
 
 def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> datetime:

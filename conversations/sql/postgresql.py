@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import QuerySet
 
 from ..errors import StaleClaim
-from ..models import ConversationEvent, ToolCall
+from ..models import ConversationEvent
 from .common import (
     ACTIVITY,
     ASSETS,
@@ -205,13 +204,53 @@ def replay_rows(
     return rows[0][0], [row[1:] for row in rows if row[1] is not None]
 
 
-def ready_candidates(calls: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
-    """``calls`` locked for a claim, skipping rows another claimer holds."""
-    return calls.select_for_update(skip_locked=True, of=("self",))
-
-
 def notify(channel: str, payload: str) -> None:
     """A notification to the processes listening on ``channel``, delivered when the current
     transaction commits (at once outside one)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
+
+
+def _claim_sql(by_owner: bool) -> str:
+    owner = (
+        f"AND c.conversation_id IN (SELECT id FROM {CONVERSATIONS} WHERE owner_id = %(owner)s) "
+        if by_owner
+        else ""
+    )
+    return (
+        f"WITH picked AS (SELECT c.id FROM {CALLS} c WHERE c.state = 'ready' "
+        f"AND c.tool_name = ANY(%(tools)s) {owner}ORDER BY c.created_at LIMIT %(limit)s "
+        f"FOR UPDATE SKIP LOCKED), "
+        f"moved AS (UPDATE {CALLS} c SET state = 'running', generation = c.generation + 1, "
+        f"updated_at = %(now)s FROM picked WHERE c.id = picked.id "
+        f"RETURNING c.id, c.generation, c.created_at), "
+        f"claimed AS (INSERT INTO {CLAIMS} (call_id, token, worker, generation, acquired_at, "
+        f"heartbeat_at, expires_at, host, created_at) SELECT id, gen_random_uuid(), %(worker)s, "
+        f"generation, %(now)s, %(now)s, %(expires)s, '', %(now)s FROM moved "
+        f"RETURNING call_id, token) "
+        f"SELECT m.id, cl.token, m.generation FROM moved m JOIN claimed cl ON cl.call_id = m.id "
+        f"ORDER BY m.created_at"
+    )
+
+
+_CLAIM_SQL = {by_owner: _claim_sql(by_owner) for by_owner in (False, True)}
+
+
+def claim_ready(
+    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, now: Any, expires: Any
+) -> list[tuple[Any, Any, int]]:
+    """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
+    when given), oldest first, in one statement: rows another claimer holds are skipped, each
+    picked call moves ``running`` with ``generation + 1`` and gets a claim with a new token.
+    ``(call id, token, generation)`` each. Inside the caller's transaction."""
+    params = {
+        "tools": list(tool_names),
+        "limit": limit,
+        "owner": owner_id,
+        "now": now,
+        "expires": expires,
+        "worker": worker,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL[owner_id is not None], params)
+        return cursor.fetchall()

@@ -4,10 +4,10 @@ transaction back (sequence included)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import connection
-from django.db.models import QuerySet
 
 from ..errors import StaleClaim
 from ..models import Asset, Conversation, ConversationEvent, ExecutionClaim, ToolCall
@@ -25,6 +25,7 @@ from .common import (
     SettlingCall,
     activity_cas,
     prep,
+    uuid_column,
 )
 
 _NEXT_SEQUENCE = (
@@ -204,9 +205,51 @@ def replay_rows(
         return last, cursor.fetchall()
 
 
-def ready_candidates(calls: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
-    """``calls`` as they are: SQLite serialises writers, a claim's compare-and-set decides."""
-    return calls
+_PICK = (
+    f"SELECT id, generation FROM {CALLS} WHERE state = 'ready' AND tool_name IN ({{tools}}) "
+    f"{{owner}}ORDER BY created_at LIMIT %s"
+)
+_MOVE = (
+    f"UPDATE {CALLS} SET state = 'running', generation = generation + 1, updated_at = %s "
+    f"WHERE id = %s AND state = 'ready' AND generation = %s"
+)
+_CLAIM = (
+    f"INSERT INTO {CLAIMS} (call_id, token, worker, generation, acquired_at, heartbeat_at, "
+    f"expires_at, host, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, '', %s)"
+)
+
+
+def claim_ready(
+    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, now: Any, expires: Any
+) -> list[tuple[Any, Any, int]]:
+    """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
+    when given), oldest first: ``(call id, token, generation)`` each. Inside the caller's
+    transaction, whose ``BEGIN IMMEDIATE`` keeps other claimers out meanwhile."""
+    if not tool_names:
+        return []
+    owner = (
+        f"AND conversation_id IN (SELECT id FROM {CONVERSATIONS} WHERE owner_id = %s) "
+        if owner_id is not None
+        else ""
+    )
+    sql = _PICK.format(tools=", ".join(["%s"] * len(tool_names)), owner=owner)
+    params = [*tool_names, *([owner_id] if owner_id is not None else []), limit]
+    at, until = (
+        prep(ExecutionClaim, "acquired_at", now),
+        prep(ExecutionClaim, "expires_at", expires),
+    )
+    claimed = []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for pk, generation in cursor.fetchall():
+            cursor.execute(_MOVE, [at, pk, generation])
+            if cursor.rowcount != 1:
+                continue
+            token = uuid.uuid4()
+            token_db = prep(ExecutionClaim, "token", token)
+            cursor.execute(_CLAIM, [pk, token_db, worker, generation + 1, at, at, until, at])
+            claimed.append((uuid_column(pk), token, generation + 1))
+    return claimed
 
 
 def notify(channel: str, payload: str) -> None:
