@@ -1190,6 +1190,15 @@ def bench_claim_run_settle(table: Table, runs: int, folder: Path) -> None:
         f"{seconds(raw_time)} ({raw_time / n * 1000:.2f} ms each)",
         one / raw_time,
     )
+    # More processes can only use the CPU one process leaves idle: on this machine, at most
+    # 1 ÷ (the share of the whole machine busy while one process runs) times faster.
+    table.add(
+        f"  ceiling of any speedup on {os.cpu_count()} cores: 1 ÷ the machine's busy share with "
+        "1 process (a goal above it is out of reach here)",
+        "",
+        "",
+        1 / got[1]["busy"],
+    )
     for k in THROUGHPUT_PROCESSES[1:]:
         spent = got[k]["seconds"]
         goal = k == 4

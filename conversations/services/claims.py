@@ -6,6 +6,7 @@ Holding one means: the row is ``running`` and its generation and claim token are
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,8 +32,21 @@ class Claim:
     token: UUID
     generation: int
     expires_at: datetime
-    # The call as claimed (with its conversation), so the holder need not read it again.
-    call: ToolCall | None = field(default=None, compare=False, repr=False)
+    # What running the call needs, read by the claim itself, so the holder need not read it
+    # again (``claim_acquire_batch``; None from ``claim_acquire``).
+    taken: Taken | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A claimed call as its holder runs it."""
+
+    conversation_id: UUID
+    owner_id: int
+    turn_id: UUID
+    tool_name: str
+    arguments: Any
+    workspace: str  # the conversation's, below its owner's root
 
 
 def lease() -> timedelta:
@@ -61,7 +75,7 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
     call.state, call.generation, call.updated_at = S.RUNNING, generation, now
     call.claim = claim
     call_moved(call, "in_progress", fresh=True)
-    return Claim(call.pk, claim.token, generation, claim.expires_at, call)
+    return Claim(call.pk, claim.token, generation, claim.expires_at)
 
 
 def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
@@ -72,14 +86,22 @@ def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
 
 
 def claim_acquire_batch(
-    *, tool_names: Sequence[str], worker: str, limit: int, owner_id: Any = None
+    *,
+    tool_names: Sequence[str],
+    worker: str,
+    limit: int,
+    owner_id: Any = None,
+    announce: bool = True,
 ) -> list[Claim]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations when
     given), oldest first, in one transaction. On PostgreSQL one statement picks the calls
     (``FOR UPDATE SKIP LOCKED``: concurrent workers take different calls instead of racing for
-    the same ones), moves them ``running`` and inserts their claims; SQLite's writers are
-    serialised anyway. Each claimed call is published and folded ``in_progress`` as one claim
-    by ``claim_acquire`` is."""
+    the same ones), moves them ``running``, inserts their claims and returns what running them
+    needs (``Claim.taken``); SQLite's writers are serialised anyway.
+
+    ``announce``: publish each claimed call and fold it ``in_progress`` in the same transaction,
+    as ``claim_acquire`` does. A worker passes False and calls :func:`claim_announce` once its
+    process started: the claim alone is on the path from ``ready`` to the process."""
     now = timezone.now()
     expires = now + lease()
     with publish.atomic():
@@ -91,24 +113,52 @@ def claim_acquire_batch(
             now=now,
             expires=expires,
         )
-        if not claimed:
-            return []
-        calls = ToolCall.objects.select_related("conversation").in_bulk([c[0] for c in claimed])
-        claims = []
-        for call_id, token, generation in claimed:
-            call = calls[call_id]
-            call.claim = ExecutionClaim(
-                call=call,
-                token=token,
-                worker=worker,
-                generation=generation,
-                acquired_at=now,
-                heartbeat_at=now,
-                expires_at=expires,
+        claims = [
+            Claim(
+                call_id,
+                token,
+                generation,
+                expires,
+                Taken(conversation_id, owner, turn_id, tool_name, json.loads(arguments), space),
             )
-            call_moved(call, "in_progress", fresh=True)
-            claims.append(Claim(call.pk, token, generation, expires, call))
+            for (
+                call_id,
+                token,
+                generation,
+                conversation_id,
+                turn_id,
+                tool_name,
+                arguments,
+                owner,
+                space,
+            ) in claimed
+        ]
+        if announce and claims:
+            _announce(claims)
     return claims
+
+
+def claim_announce(claims: Sequence[Claim]) -> None:
+    """Publish claims taken with ``announce=False`` and fold their calls ``in_progress``, in one
+    transaction: those still held. A call settled or taken again meanwhile (a cancel, an expired
+    lease) is left as its settler left it."""
+    with publish.atomic():
+        _announce(claims)
+
+
+def _announce(claims: Sequence[Claim]) -> None:
+    # Lock order as everywhere: the calls (oldest first, as claims pick them), then
+    # (call_moved) each one's activity.
+    held = {c.call_id: c.generation for c in claims}
+    calls = (
+        ToolCall.objects.select_for_update(of=("self",))
+        .select_related("claim")
+        .filter(pk__in=list(held), state=S.RUNNING)
+        .order_by("created_at", "id")
+    )
+    for call in calls:
+        if call.generation == held[call.pk]:
+            call_moved(call, "in_progress", fresh=True)
 
 
 def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> datetime:

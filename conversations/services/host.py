@@ -88,18 +88,12 @@ def host_claim(
     claims = claim_acquire_batch(
         tool_names=sorted(set(tool_names)), worker=worker, limit=limit, owner_id=owner_id
     )
-    rows = {
-        pk: (tool_name, arguments, conversation_id)
-        for pk, tool_name, arguments, conversation_id in ToolCall.objects.filter(
-            pk__in=[c.call_id for c in claims]
-        ).values_list("id", "tool_name", "arguments", "conversation_id")
-    }
     taken = []
     for claim in claims:
-        row = rows.get(claim.call_id)
-        if row is None:
-            continue  # cancelled since it was claimed: its claim went with it
-        tool_name, arguments, conversation_id = row
+        if claim.taken is None:  # claim_acquire_batch always reads it
+            continue
+        tool_name, arguments = claim.taken.tool_name, claim.taken.arguments
+        conversation_id = claim.taken.conversation_id
         logger.info(
             "call claimed by host",
             extra={

@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -225,6 +226,7 @@ def call_settle(
     files: Sequence[AttemptFile] = (),
     supervision: dict[str, Any] | None = None,
     async_run_id: UUID | None = None,
+    started_at: datetime | None = None,
 ) -> ConversationEvent:
     """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
 
@@ -232,7 +234,9 @@ def call_settle(
     ``text``/``items``/``process`` are what the model projection summarises; ``reason`` the
     message of a terminal outcome; ``supervision`` the decision of a call settled while it is
     supervised (everything else settlement reads from the row); ``async_run_id`` the background
-    run a ``bash`` call became. A command's turn ends with its call.
+    run a ``bash`` call became; ``started_at`` when the run began, for a claim its worker had
+    not announced yet (a run that ended sooner): folded with the end, as ``startedAt``. A
+    command's turn ends with its call.
     """
     call = settling_call_load(call_id)
     if call is None:
@@ -261,7 +265,7 @@ def call_settle(
         payload["asyncRunId"] = str(async_run_id)  # a bash call promoted to the background
     try:
         with publish.atomic():
-            event = _commit(call, guard, payload, prepared, text)
+            event = _commit(call, guard, payload, prepared, text, started_at)
     except IntegrityError as exc:
         # The unique tool_call_id: another settlement won between our guard and insert.
         raise StaleClaim("The call has already settled.") from exc
@@ -283,10 +287,14 @@ def _commit(
     payload: dict[str, Any],
     prepared: _Prepared,
     text: str | None,
+    started_at: datetime | None = None,
 ) -> ConversationEvent:
     """The settlement transaction's work, inside it."""
     now = timezone.now()
-    update = status_update(call, status_for_state(payload["outcome"]), finishedAt=iso(now))
+    started = {} if started_at is None else {"startedAt": iso(started_at)}
+    update = status_update(
+        call, status_for_state(payload["outcome"]), **started, finishedAt=iso(now)
+    )
     if text is not None:
         update["output"] = bound_tool_output(text)
     known = call.activity_rev is not None and call.activity_state is not None

@@ -223,13 +223,16 @@ def _claim_sql(by_owner: bool) -> str:
         f"FOR UPDATE SKIP LOCKED), "
         f"moved AS (UPDATE {CALLS} c SET state = 'running', generation = c.generation + 1, "
         f"updated_at = %(now)s FROM picked WHERE c.id = picked.id "
-        f"RETURNING c.id, c.generation, c.created_at), "
+        f"RETURNING c.id, c.generation, c.created_at, c.conversation_id, c.turn_id, c.tool_name, "
+        f"c.arguments), "
         f"claimed AS (INSERT INTO {CLAIMS} (call_id, token, worker, generation, acquired_at, "
         f"heartbeat_at, expires_at, host, created_at) SELECT id, gen_random_uuid(), %(worker)s, "
         f"generation, %(now)s, %(now)s, %(expires)s, '', %(now)s FROM moved "
         f"RETURNING call_id, token) "
-        f"SELECT m.id, cl.token, m.generation FROM moved m JOIN claimed cl ON cl.call_id = m.id "
-        f"ORDER BY m.created_at"
+        f"SELECT m.id, cl.token, m.generation, m.conversation_id, m.turn_id, m.tool_name, "
+        f"m.arguments::text, v.owner_id, v.workspace FROM moved m JOIN claimed cl "
+        f"ON cl.call_id = m.id "
+        f"JOIN {CONVERSATIONS} v ON v.id = m.conversation_id ORDER BY m.created_at"
     )
 
 
@@ -238,11 +241,12 @@ _CLAIM_SQL = {by_owner: _claim_sql(by_owner) for by_owner in (False, True)}
 
 def claim_ready(
     *, tool_names: list[str], worker: str, limit: int, owner_id: Any, now: Any, expires: Any
-) -> list[tuple[Any, Any, int]]:
+) -> list[tuple[Any, ...]]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
     when given), oldest first, in one statement: rows another claimer holds are skipped, each
     picked call moves ``running`` with ``generation + 1`` and gets a claim with a new token.
-    ``(call id, token, generation)`` each. Inside the caller's transaction."""
+    ``(call id, token, generation, conversation id, turn id, tool name, arguments as JSON text,
+    owner id, workspace)`` each. Inside the caller's transaction."""
     params = {
         "tools": list(tool_names),
         "limit": limit,

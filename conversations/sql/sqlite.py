@@ -206,8 +206,10 @@ def replay_rows(
 
 
 _PICK = (
-    f"SELECT id, generation FROM {CALLS} WHERE state = 'ready' AND tool_name IN ({{tools}}) "
-    f"{{owner}}ORDER BY created_at LIMIT %s"
+    f"SELECT c.id, c.generation, c.conversation_id, c.turn_id, c.tool_name, c.arguments, "
+    f"v.owner_id, v.workspace FROM {CALLS} c JOIN {CONVERSATIONS} v ON v.id = c.conversation_id "
+    f"WHERE c.state = 'ready' AND c.tool_name IN ({{tools}}) {{owner}}ORDER BY c.created_at "
+    f"LIMIT %s"
 )
 _MOVE = (
     f"UPDATE {CALLS} SET state = 'running', generation = generation + 1, updated_at = %s "
@@ -221,17 +223,13 @@ _CLAIM = (
 
 def claim_ready(
     *, tool_names: list[str], worker: str, limit: int, owner_id: Any, now: Any, expires: Any
-) -> list[tuple[Any, Any, int]]:
+) -> list[tuple[Any, ...]]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
-    when given), oldest first: ``(call id, token, generation)`` each. Inside the caller's
-    transaction, whose ``BEGIN IMMEDIATE`` keeps other claimers out meanwhile."""
+    when given), oldest first: as PostgreSQL's ``claim_ready`` returns them. Inside the
+    caller's transaction, whose ``BEGIN IMMEDIATE`` keeps other claimers out meanwhile."""
     if not tool_names:
         return []
-    owner = (
-        f"AND conversation_id IN (SELECT id FROM {CONVERSATIONS} WHERE owner_id = %s) "
-        if owner_id is not None
-        else ""
-    )
+    owner = "AND v.owner_id = %s " if owner_id is not None else ""
     sql = _PICK.format(tools=", ".join(["%s"] * len(tool_names)), owner=owner)
     params = [*tool_names, *([owner_id] if owner_id is not None else []), limit]
     at, until = (
@@ -241,14 +239,23 @@ def claim_ready(
     claimed = []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for pk, generation in cursor.fetchall():
+        for pk, generation, conversation_id, turn_id, *taken in cursor.fetchall():
             cursor.execute(_MOVE, [at, pk, generation])
             if cursor.rowcount != 1:
                 continue
             token = uuid.uuid4()
             token_db = prep(ExecutionClaim, "token", token)
             cursor.execute(_CLAIM, [pk, token_db, worker, generation + 1, at, at, until, at])
-            claimed.append((uuid_column(pk), token, generation + 1))
+            claimed.append(
+                (
+                    uuid_column(pk),
+                    token,
+                    generation + 1,
+                    uuid_column(conversation_id),
+                    uuid_column(turn_id),
+                    *taken,
+                )
+            )
     return claimed
 
 

@@ -50,6 +50,31 @@ def test_a_ready_call_is_picked_up_on_commit_run_and_settled(user):
     assert worker.name.count(":") == 2
 
 
+def test_a_run_is_in_progress_once_underway_and_a_quick_one_still_records_its_start(user):
+    """The claim is published after the run starts: a run going on past ANNOUNCE_AFTER shows
+    ``in_progress`` while it runs; one that ends sooner goes from ``pending`` to its end, which
+    carries its ``startedAt``. Either way the activity ends with both times."""
+    release = threading.Event()
+
+    async def slow(ctx: CallContext) -> HandlerResult:  # stands for a long ``grep``
+        await asyncio.to_thread(release.wait, 10)
+        return HandlerResult(items=["done"], result={})
+
+    with running_worker(handlers={"ls": _listing, "grep": slow}, poll_seconds=60):
+        quick, long = _ready(user, ("ls", {}), ("grep", {"pattern": "x"}))
+        wait_for(lambda: response_of(quick))
+        wait_for(
+            lambda: ToolActivity.objects.get(tool_call_id=long).state_json["status"]
+            == "in_progress"
+        )
+        release.set()
+        wait_for(lambda: response_of(long))
+    for call_id in (quick, long):
+        state = ToolActivity.objects.get(tool_call_id=call_id).state_json
+        assert state["status"] == "completed"
+        assert state["startedAt"] <= state["finishedAt"]
+
+
 async def _refusing(ctx: CallContext) -> HandlerResult:
     """Stands for ``read`` of a path outside the workspace."""
     raise ToolError("The path /etc/passwd is outside the workspace.", field="path")

@@ -141,15 +141,25 @@ class _Sink:
         self.fd: int | None = os.open(path, flags, 0o640)
         self.bytes = self.stored = 0
         self.index: LineIndexWriter | None = None
-        if index_dir is not None:
-            try:
-                self.index = LineIndexWriter(path, index_dir)
-            except OSError as exc:  # pages will scan instead: slower, never wrong
-                logger.warning("capture runs without a line index for %s: %s", path, exc)
+        # The index sidecar is made with the first bytes: not on the path to the start, and
+        # not at all for a stream that stays empty.
+        self._index_dir = index_dir
+
+    def _open_index(self) -> None:
+        """Make the index, once, while the file is still empty: on the first bytes or at the
+        close of a stream that stayed empty. A capture that cannot make it pages by scanning
+        instead: slower, never wrong."""
+        index_dir, self._index_dir = self._index_dir, None
+        try:
+            self.index = LineIndexWriter(self.path, index_dir)
+        except OSError as exc:
+            logger.warning("capture runs without a line index for %s: %s", self.path, exc)
 
     def write(self, data: bytes) -> None:
         room = self.cap - self.stored
         if room > 0 and self.fd is not None:
+            if self._index_dir is not None:
+                self._open_index()
             view = memoryview(data)[:room]
             written = 0
             try:
@@ -186,6 +196,8 @@ class _Sink:
 
     def finish(self) -> None:
         """Make the file complete and durable (blocking: run in a thread)."""
+        if self._index_dir is not None and self.stored == 0:
+            self._open_index()
         self._index(None)
         if self.fd is not None:
             fd, self.fd = self.fd, None
@@ -242,7 +254,8 @@ class ProcessCapture:
     # --- running ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create the folder and the files, and start the command in a new session."""
+        """Create the folder and the files, and start the command in a new session (a command
+        that could not be captured never runs). The line indexes come with the first bytes."""
         if self._popen is not None:
             raise RuntimeError("this capture has already started")
         self._loop = asyncio.get_running_loop()
@@ -270,6 +283,7 @@ class ProcessCapture:
             for fd in pipes:
                 os.close(fd)
             for sink in self._sinks.values():  # only the files this capture created
+                sink._index_dir = None  # no sidecar for a file about to go
                 sink.finish()
                 sink.path.unlink(missing_ok=True)
             self._sinks = {}

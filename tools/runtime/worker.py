@@ -26,22 +26,27 @@ import socket
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, connections
+from django.utils import timezone
 
 from conversations.errors import StaleClaim
-from conversations.models import ToolCall
 from conversations.services import publish, runners
 from conversations.services.activity import activity_fold
-from conversations.services.claims import Claim, claim_acquire_batch, claim_renew
+from conversations.services.claims import (
+    Claim,
+    Taken,
+    claim_acquire_batch,
+    claim_announce,
+    claim_renew,
+)
 from conversations.services.launches import launches_waiting
 from conversations.services.recovery import recover_all
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_dir, conversation_dir
-from tools.workspaces import conversation_workspace
+from tools.workspaces import owner_workspace_root
 
 from .base import CallContext, Handler, HandlerResult, ToolError
 from .watchers import LAUNCH, RUN, Watchers
@@ -50,37 +55,14 @@ logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 5.0  # the safety net only: commits wake the workers
 DATABASE_THREADS_EXTRA = 2  # besides one per concurrent call: pickup and the sweep
+# A run still going this long after its start is published in_progress even if it has not
+# touched the database yet; one that ends sooner is published by its settlement.
+ANNOUNCE_AFTER = 0.05
 
 
 def worker_name() -> str:
     """``host:pid:suffix``: unique per worker, readable in the admin and the logs."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-@dataclass(frozen=True)
-class _Row:
-    conversation_id: Any
-    owner_id: int
-    turn_id: Any
-    tool_name: str
-    arguments: Any
-    workspace: Any
-
-
-def _call_row(call_id: Any) -> _Row | None:
-    call = ToolCall.objects.select_related("conversation").filter(pk=call_id).first()
-    return None if call is None else _row_of(call)
-
-
-def _row_of(call: ToolCall) -> _Row:
-    return _Row(
-        conversation_id=call.conversation_id,
-        owner_id=call.conversation.owner_id,
-        turn_id=call.turn_id,
-        tool_name=call.tool_name,
-        arguments=call.arguments if isinstance(call.arguments, dict) else {},
-        workspace=conversation_workspace(call.conversation),
-    )
 
 
 def _fold(call_id: Any, turn_id: Any, fields: dict[str, Any]) -> None:
@@ -113,6 +95,7 @@ class Worker:
             thread_name_prefix="toolcore-worker-db",
         )
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._announcing: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._launches_waiting = True  # look at start
@@ -206,7 +189,11 @@ class Worker:
         if free <= 0:
             return
         claims = await self.db(
-            claim_acquire_batch, tool_names=list(self.handlers), worker=self.name, limit=free
+            claim_acquire_batch,
+            tool_names=list(self.handlers),
+            worker=self.name,
+            limit=free,
+            announce=False,
         )
         for claim in claims:
             key = str(claim.call_id)
@@ -238,7 +225,7 @@ class Worker:
         tasks = list(self._running.values())
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *self._announcing, return_exceptions=True)
 
     # --- one call -------------------------------------------------------------------------
 
@@ -248,16 +235,36 @@ class Worker:
     async def _run(self, claim: Claim) -> None:
         key = str(claim.call_id)
         renewal: asyncio.Task[None] | None = None
+        started = timezone.now()
+        # The claim is published and folded in_progress once the run is underway, not on the
+        # path to it: at the run's first database step (for bash, right after its process
+        # started), when it suspends, or ANNOUNCE_AFTER into it; before anything it folds or
+        # settles. A run that ends sooner is announced by its settlement (with its startedAt).
+        announced: asyncio.Future[None] | None = None
+
+        def announce() -> asyncio.Future[None]:
+            nonlocal announced
+            if announced is None:
+                announced = asyncio.ensure_future(self._announce(claim))
+            return announced
+
+        timer = asyncio.get_running_loop().call_later(ANNOUNCE_AFTER, announce)
         try:
-            row = _row_of(claim.call) if claim.call else await self.db(_call_row, claim.call_id)
-            handler = self.handlers.get(row.tool_name) if row is not None else None
-            if row is None or handler is None:
-                return  # settled meanwhile (a cancel), or not ours after all
-            ctx = self._context(claim, row)
+            taken = claim.taken
+            handler = self.handlers.get(taken.tool_name) if taken is not None else None
+            if taken is None or handler is None:
+                return  # not ours after all
+            ctx = self._context(claim, taken, announce)
             renewal = asyncio.create_task(self._renew(claim))
             result = await self._handle(handler, ctx, claim)
-            if result is None or result.suspended:
+            timer.cancel()
+            if result is None:
                 return
+            if result.suspended:
+                await asyncio.shield(announce())
+                return
+            if announced is not None:
+                await asyncio.shield(announced)
             await self.db(
                 call_settle,
                 call_id=claim.call_id,
@@ -270,6 +277,7 @@ class Worker:
                 reason=result.reason,
                 files=result.files,
                 async_run_id=result.async_run_id,
+                started_at=None if announced is not None else started,
             )
         except StaleClaim:
             logger.info("call lost its claim before settling", extra=self._log(claim))
@@ -282,6 +290,7 @@ class Worker:
             # decides (indeterminate, or a read-only tool runs again).
             logger.exception("worker failed on a call", extra=self._log(claim))
         finally:
+            timer.cancel()
             if renewal is not None:
                 renewal.cancel()
             self._running.pop(key, None)
@@ -303,24 +312,42 @@ class Worker:
                 outcome="failed", reason=f"The tool failed unexpectedly ({type(exc).__name__})."
             )
 
-    def _context(self, claim: Claim, row: _Row) -> CallContext:
+    async def _announce(self, claim: Claim) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._announcing.add(task)
+        try:
+            await self.db(claim_announce, [claim])
+        except Exception:  # noqa: BLE001 - the run goes on: its settlement folds the end
+            logger.warning("claim not announced", extra=self._log(claim), exc_info=True)
+        finally:
+            self._announcing.discard(task)
+
+    def _context(
+        self, claim: Claim, row: Taken, announce: Callable[[], asyncio.Future[None]]
+    ) -> CallContext:
         async def update(fields: dict[str, Any]) -> None:
+            await asyncio.shield(announce())
             await self.db(_fold, claim.call_id, row.turn_id, fields)
+
+        async def sync(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.shield(announce())
+            return await self.db(fn, *args, **kwargs)
 
         return CallContext(
             call_id=claim.call_id,
             conversation_id=row.conversation_id,
             owner_id=row.owner_id,
             tool_name=row.tool_name,
-            arguments=row.arguments,
+            arguments=row.arguments if isinstance(row.arguments, dict) else {},
             generation=claim.generation,
             token=claim.token,
             worker=self.name,
-            workspace=row.workspace,
+            workspace=owner_workspace_root(row.owner_id) / row.workspace,
             managed_root=conversation_dir(row.conversation_id),
             attempt_dir=attempt_dir(row.conversation_id, claim.call_id, claim.generation),
             update=update,
-            sync=self.db,
+            sync=sync,
             background=self.watchers.watch_run,
         )
 
