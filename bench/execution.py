@@ -20,7 +20,10 @@ and adds its rows. Add a bench by appending one.
   makes the call ready (stamped in this process) to the first instruction of its process
   (``date +%s.%N``, the same wall clock); the baseline, sampled in turns: a transaction that
   sends ``pg_notify`` and commits, heard by a ``LISTEN``ing connection in another process, from
-  its ``COMMIT`` to the notification read. Then the same pickups with a traced worker process
+  its ``COMMIT`` to the notification read. The floor, sampled in turns too: a raw psycopg
+  process (``--floor``) that hears a notification, claims a ready row of a scratch table in one
+  statement (the worker's claim, pick ``SKIP LOCKED``, move, insert the claim) and a durable
+  commit, and ``Popen``s the same command. Then the same pickups with a traced worker process
   (``--trace``), for the time of each step.
 - Claim-run-settle: 1,000 ``read`` calls of a small file, made ready beforehand (10
   conversations of 100), run by 1, 2 and 4 worker processes (4 calls at once each, the
@@ -838,6 +841,107 @@ class NotifyRoundTrip:
         self.conn.close()
 
 
+FLOOR_CHANNEL = "toolcore_bench_floor"
+FLOOR_CALLS, FLOOR_CLAIMS = "bench_floor_calls", "bench_floor_claims"
+# A claim as the worker's: pick with SKIP LOCKED, move running, insert the claim, one statement.
+FLOOR_CLAIM = (
+    f"WITH picked AS (SELECT id FROM {FLOOR_CALLS} WHERE state = 'ready' ORDER BY created_at "
+    f"LIMIT 4 FOR UPDATE SKIP LOCKED), moved AS (UPDATE {FLOOR_CALLS} c SET state = 'running', "
+    f"generation = c.generation + 1 FROM picked WHERE c.id = picked.id RETURNING c.id, "
+    f"c.generation, c.command), claimed AS (INSERT INTO {FLOOR_CLAIMS} (call_id, token, "
+    f"generation, expires_at) SELECT id, gen_random_uuid(), generation, now() + interval '30 s' "
+    f"FROM moved RETURNING call_id) SELECT m.id, m.command FROM moved m JOIN claimed c "
+    f"ON c.call_id = m.id"
+)
+
+
+def floor_child() -> None:
+    """The pickup's raw floor, the other end: ``LISTEN``, and on each notification claim the
+    ready rows in one statement and a durable commit, then start each one's command with
+    ``Popen`` (``/bin/sh -c``, its own session, its stdout a pipe) and print what it printed.
+    No Django, no asyncio, no files: what any worker must do at the least."""
+    import psycopg
+
+    with (
+        psycopg.connect(os.environ["BENCH_CONNINFO"], autocommit=True) as listener,
+        psycopg.connect(os.environ["BENCH_CONNINFO"]) as conn,
+    ):
+        listener.execute(f"LISTEN {FLOOR_CHANNEL}")
+        print("ready", flush=True)
+        for note in listener.notifies():
+            if note.payload == "stop":
+                return
+            with conn.transaction():
+                claimed = conn.execute(FLOOR_CLAIM).fetchall()
+            for _call, command in claimed:
+                child = subprocess.Popen(
+                    ["/bin/sh", "-c", command],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    start_new_session=True,
+                )
+                out, _ = child.communicate()
+                print(f"{note.payload} {out.decode().strip()}", flush=True)
+
+
+class PickupFloor:
+    """The pickup's floor, sampled in turns with the pickups: a transaction that inserts a
+    ready row and sends ``pg_notify``, and a process that hears it, claims the row and starts
+    its command (``floor_child``); from the ``COMMIT`` sent to the command's first
+    instruction, as the pickups are measured."""
+
+    def __init__(self, connection: Any) -> None:
+        import psycopg
+
+        conninfo = _conninfo(connection)
+        self.conn = psycopg.connect(conninfo)
+        self.conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {FLOOR_CALLS} (id bigserial PRIMARY KEY, state text "
+            "NOT NULL, generation int NOT NULL DEFAULT 0, command text NOT NULL, "
+            "created_at timestamptz NOT NULL DEFAULT now())"
+        )
+        self.conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {FLOOR_CALLS}_ready ON {FLOOR_CALLS} (state, created_at)"
+        )
+        self.conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {FLOOR_CLAIMS} (call_id bigint PRIMARY KEY, token uuid "
+            "NOT NULL, generation int NOT NULL, expires_at timestamptz NOT NULL)"
+        )
+        self.conn.commit()
+        self.child = subprocess.Popen(
+            [sys.executable, __file__, "--floor"],
+            env={**os.environ, "BENCH_CONNINFO": conninfo},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if self.child.stdout.readline().strip() != "ready":
+            raise RuntimeError("the floor's process did not start")
+        self.count = 0
+
+    def _send(self, payload: str, command: str | None) -> float:
+        if command is not None:
+            self.conn.execute(
+                f"INSERT INTO {FLOOR_CALLS} (state, command) VALUES ('ready', %s)", (command,)
+            )
+        self.conn.execute("SELECT pg_notify(%s, %s)", (FLOOR_CHANNEL, payload))
+        sent = time.time()
+        self.conn.commit()
+        return sent
+
+    def sample(self) -> float:
+        self.count += 1
+        sent = self._send(str(self.count), PICKUP_COMMAND)
+        payload, started = self.child.stdout.readline().split()
+        assert payload == str(self.count), payload
+        return float(started) - sent
+
+    def close(self) -> None:
+        self._send("stop", None)
+        self.child.wait(10)
+        self.conn.close()
+
+
 class CommitClock:
     """When the bench process's last ``COMMIT`` was sent and when it returned; ``ready`` holds
     those of each commit that made a call ready (heard by an in-process listener, which runs
@@ -930,6 +1034,7 @@ def bench_pickup(table: Table, runs: int, folder: Path) -> None:
         stderr=log,
     )
     roundtrip = NotifyRoundTrip(connection)
+    floor = PickupFloor(connection)
     clock = CommitClock()
     try:
         try:
@@ -937,10 +1042,13 @@ def bench_pickup(table: Table, runs: int, folder: Path) -> None:
             for _ in range(PICKUP_WARMUP):
                 _pickup(clock, conversation, turn_id)
                 roundtrip.sample()
-            pickups, notifies = [], []
+                floor.sample()
+            pickups, notifies, floors = [], [], []
             for _ in range(samples):
                 _idle()
                 notifies.append(roundtrip.sample())
+                _idle()
+                floors.append(floor.sample())
                 _idle()
                 pickups.append(_pickup(clock, conversation, turn_id))
         finally:
@@ -954,15 +1062,21 @@ def bench_pickup(table: Table, runs: int, folder: Path) -> None:
             errors = log.read()
             log.close()
         assert "Traceback" not in errors, errors[-3000:]
-        _pickup_rows(table, figure, samples, pickups, notifies)
+        _pickup_rows(table, figure, samples, pickups, notifies, floors)
         _pickup_breakdown(table, connection, env, clock, conversation, turn_id, folder)
     finally:
         clock.close()
+        floor.close()
         roundtrip.close()
 
 
 def _pickup_rows(
-    table: Table, figure: str, samples: int, pickups: list[dict], notifies: list[float]
+    table: Table,
+    figure: str,
+    samples: int,
+    pickups: list[dict],
+    notifies: list[float],
+    floors: list[float],
 ) -> None:
     latency = [p["latency"] for p in pickups]
     p50, p99 = percentile(latency, 50), percentile(latency, 99)
@@ -978,6 +1092,16 @@ def _pickup_rows(
         p50 / n50 <= 10,
     )
     table.add("  the same, p99", millis(p99), millis(n99), p99 / n99)
+    f50 = percentile(floors, 50)
+    table.add(
+        "  floor, in turns with them: a raw process (psycopg, no Django) that hears the "
+        "notification, claims the row in one statement and a commit, and `Popen`s the same "
+        "command; commit → first instruction, p50 (baseline: the round trip)",
+        millis(f50),
+        millis(n50),
+        f50 / n50,
+    )
+    table.add("  the pickup against that floor, p50", millis(p50), millis(f50), p50 / f50)
     table.add(
         "  of which the commit itself (`COMMIT` sent → returned), p50",
         millis(percentile([p["commit"] for p in pickups], 50)),
@@ -1249,6 +1373,7 @@ def main() -> None:
         "(workers-<count>-<i>.prof; each run overwrites them)",
     )
     parser.add_argument("--listen", metavar="CHANNEL", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child[0], Path(args.child[1]), args.live)
@@ -1258,6 +1383,9 @@ def main() -> None:
         return
     if args.listen:
         listen_child(args.listen)
+        return
+    if args.floor:
+        floor_child()
         return
     QUICK, PROFILE = args.quick, args.profile
     if PROFILE is not None:

@@ -64,8 +64,9 @@ def test_a_run_is_in_progress_once_underway_and_a_quick_one_still_records_its_st
         quick, long = _ready(user, ("ls", {}), ("grep", {"pattern": "x"}))
         wait_for(lambda: response_of(quick))
         wait_for(
-            lambda: ToolActivity.objects.get(tool_call_id=long).state_json["status"]
-            == "in_progress"
+            lambda: (
+                ToolActivity.objects.get(tool_call_id=long).state_json["status"] == "in_progress"
+            )
         )
         release.set()
         wait_for(lambda: response_of(long))
