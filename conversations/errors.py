@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from projections.units import cut_text
 
@@ -103,3 +104,17 @@ def error_body(code: str, message: str, field: str | None = None) -> dict[str, A
     if field is not None:
         error["field"] = cut_text(field)
     return {"error": error}
+
+
+def found(rows: Any, pk: Any, what: str) -> Any:
+    """The row of the queryset ``rows`` whose primary key is ``pk`` (a UUID, as text or not);
+    ``NotFound`` ("<what> not found.") when there is none or ``pk`` is no UUID. Narrow ``rows``
+    to the asker's own: another owner's row then answers exactly as a missing one."""
+    try:
+        key = UUID(str(pk))
+    except ValueError as exc:
+        raise NotFound(f"{what} not found.") from exc
+    hit = list(rows.filter(pk=key).order_by()[:1])  # no ORDER BY: ``first()`` would add one
+    if not hit:
+        raise NotFound(f"{what} not found.")
+    return hit[0]

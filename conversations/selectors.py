@@ -14,7 +14,7 @@ from uuid import UUID
 from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 from tools.models import AsyncRun, Launch
 
-from .errors import CursorAhead, NotFound, ValidationFailed
+from .errors import CursorAhead, NotFound, ValidationFailed, found
 from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
 from .services.activity import activity_state
 from .services.queue import queue_notices
@@ -31,14 +31,7 @@ def _uuid(value: Any, what: str) -> UUID:
 
 
 def conversation_for(user: Any, conversation_id: Any) -> Conversation:
-    found = list(
-        Conversation.objects.filter(
-            pk=_uuid(conversation_id, "Conversation"), owner_id=user.pk
-        ).order_by()[:1]
-    )
-    if not found:
-        raise NotFound("Conversation not found.")
-    return found[0]
+    return found(Conversation.objects.filter(owner_id=user.pk), conversation_id, "Conversation")
 
 
 def _encode_cursor(created_at: datetime, pk: Any) -> str:
@@ -78,15 +71,15 @@ def _replay_rows(user: Any, conversation_id: Any, after: int, limit: int) -> tup
     """The head and up to ``limit`` event rows after ``after``; owner-scoped (404). Stored
     payload text passes through, times come formatted by the database: no model instances and
     no JSON decoding (decoding is what dominates replay reads)."""
-    found = vendor_sql().replay_rows(
+    rows = vendor_sql().replay_rows(
         conversation_id=_uuid(conversation_id, "Conversation"),
         owner_id=user.pk,
         after=after,
         limit=limit,
     )
-    if found is None:
+    if rows is None:
         raise NotFound("Conversation not found.")
-    return found
+    return rows
 
 
 def _wire_uuid(value: str | None) -> str:
@@ -172,19 +165,11 @@ def call_details(user: Any, call_id: Any) -> dict[str, Any]:
 
 
 def asset_for(user: Any, asset_id: Any) -> Asset:
-    asset = Asset.objects.filter(
-        pk=_uuid(asset_id, "Asset"), conversation__owner_id=user.pk
-    ).first()
-    if asset is None:
-        raise NotFound("Asset not found.")
-    return asset
+    return found(Asset.objects.filter(conversation__owner_id=user.pk), asset_id, "Asset")
 
 
 def turn_for(conversation: Conversation, turn_id: Any) -> Turn:
-    turn = Turn.objects.filter(pk=_uuid(turn_id, "Turn"), conversation_id=conversation.pk).first()
-    if turn is None:
-        raise NotFound("Turn not found.")
-    return turn
+    return found(Turn.objects.filter(conversation_id=conversation.pk), turn_id, "Turn")
 
 
 def _result(call_id: Any, payload: dict[str, Any]) -> dict[str, Any]:
@@ -235,12 +220,7 @@ def turn_results(conversation_id: Any, turn_id: Any) -> dict[str, Any]:
 
 def async_run_for(user: Any, run_id: Any) -> AsyncRun:
     """The async run of one of the user's conversations; another owner's answers 404."""
-    run = AsyncRun.objects.filter(
-        pk=_uuid(run_id, "Async run"), conversation__owner_id=user.pk
-    ).first()
-    if run is None:
-        raise NotFound("Async run not found.")
-    return run
+    return found(AsyncRun.objects.filter(conversation__owner_id=user.pk), run_id, "Async run")
 
 
 def launches_page(user: Any, *, cursor: str | None, limit: int) -> tuple[list[Launch], str | None]:

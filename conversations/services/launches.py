@@ -24,7 +24,7 @@ from projections.units import clean_text
 from tools.models import Launch, ProcessStatus
 from tools.workspaces import owner_workspace_root
 
-from ..errors import Forbidden, NotFound, ValidationFailed
+from ..errors import Forbidden, ValidationFailed, found
 from ..shapes import iso
 from ..storage import data_dir
 from . import publish
@@ -204,10 +204,4 @@ def launches_lost() -> list[Launch]:
 
 def launch_for(owner: AbstractBaseUser, launch_id: Any) -> Launch:
     """The owner's launch; another owner's answers 404 like a missing one."""
-    try:
-        launch = Launch.objects.filter(pk=UUID(str(launch_id)), owner_id=owner.pk).first()
-    except ValueError:
-        launch = None
-    if launch is None:
-        raise NotFound("Launch not found.")
-    return launch
+    return found(Launch.objects.filter(owner_id=owner.pk), launch_id, "Launch")
