@@ -4,7 +4,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
@@ -21,10 +21,20 @@ from tools.runtime.embedded import embedded_workers_start  # noqa: E402
 
 embedded_workers_start(settings.TOOLCORE_WORKERS)
 
+from config.backlog import TransportBacklog  # noqa: E402
+from conversations.routing import websocket_urlpatterns  # noqa: E402
+from conversations.ws_auth import BrowserOriginValidator, WebsocketAuthMiddleware  # noqa: E402
+
 application = ProtocolTypeRouter(
     {
         # Static files (admin, API docs) are served here so one daphne process needs nothing else.
         # Async views (the turn barrier) share one thread for Django's sync hooks.
         "http": ASGIStaticFilesHandler(SharedHookThread(django_application)),
+        # Websockets (docs/realtime.md): a browser's Origin must be one of ALLOWED_HOSTS; the
+        # bearer header or the session cookie (same origin only) says who it is; the backlog
+        # probe lets the consumers spare a socket that does not read.
+        "websocket": BrowserOriginValidator(
+            TransportBacklog(WebsocketAuthMiddleware(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

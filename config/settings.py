@@ -225,6 +225,10 @@ TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30, minimum=0)
 TOOLCORE_MAX_BODY = _env_int("TOOLCORE_MAX_BODY", 1024 * 1024, minimum=1)
 # Unset keeps everything; a negative age would make `purge` delete every ended conversation.
 TOOLCORE_RETENTION_DAYS = _env_int("TOOLCORE_RETENTION_DAYS", None, minimum=1)
+# Websockets: a subscription idle this long gets a ``head`` frame (and the server checks for a
+# lost last event); credentials are re-checked this often (a revoked token's sockets close).
+TOOLCORE_WS_HEAD_SECONDS = _env_int("TOOLCORE_WS_HEAD_SECONDS", 30, minimum=1)
+TOOLCORE_WS_AUTH_CHECK_SECONDS = _env_int("TOOLCORE_WS_AUTH_CHECK_SECONDS", 10, minimum=1)
 # Django refuses bodies above this before parsing; keep it in step with TOOLCORE_MAX_BODY.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLCORE_MAX_BODY
 

@@ -82,31 +82,37 @@ def _too_deep() -> ValidationFailed:
     )
 
 
-class StrictJSONParser(Parser):
+def strict_loads(raw: str | bytes) -> Any:
     """``json.loads`` with the body's limits: lone surrogates and U+0000 become U+FFFD, every
-    number is finite (``NaN``, ``Infinity`` and ``1e999`` cannot be stored: 422 naming the
-    field) and nesting is bounded (422 saying so, not "malformed")."""
+    number is finite (``NaN``, ``Infinity`` and ``1e999`` cannot be stored: ``ValidationFailed``
+    naming the field) and nesting is bounded (``ValidationFailed`` saying so, not "malformed").
+    Text that is not JSON raises ``ValueError``. REST bodies and websocket frames alike."""
+    try:
+        # NaN and ±Infinity are read as floats so that they are refused like 1e999, with
+        # the field that holds them.
+        value = json.loads(raw, parse_constant=float)
+    except RecursionError as exc:  # nested beyond what the parser itself follows
+        raise _too_deep() from exc
+    try:
+        return _checked(value, 1)
+    except _Refused as exc:
+        if exc.kind == "depth":
+            raise _too_deep() from None
+        field = ".".join(reversed(exc.path)) or "body"
+        raise ValidationFailed(
+            f"{field}: numbers must be finite (NaN, Infinity and numbers beyond the range "
+            "of a double are refused).",
+            field=field,
+        ) from None
+
+
+class StrictJSONParser(Parser):
+    """Request bodies read with ``strict_loads``."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         if not request.body:
             return None  # no body at all: validation says which field is missing
-        try:
-            # NaN and ±Infinity are read as floats so that they are refused like 1e999, with
-            # the field that holds them.
-            value = json.loads(request.body, parse_constant=float)
-        except RecursionError as exc:  # nested beyond what the parser itself follows
-            raise _too_deep() from exc
-        try:
-            return _checked(value, 1)
-        except _Refused as exc:
-            if exc.kind == "depth":
-                raise _too_deep() from None
-            field = ".".join(reversed(exc.path)) or "body"
-            raise ValidationFailed(
-                f"{field}: numbers must be finite (NaN, Infinity and numbers beyond the range "
-                "of a double are refused).",
-                field=field,
-            ) from None
+        return strict_loads(request.body)
 
 
 class CompactRenderer(BaseRenderer):
@@ -174,7 +180,7 @@ api = NinjaAPI(
 _UNION_TAGS = {"text", "tool_call", "image", "approval", "input"}
 
 
-def _field_of(error: dict[str, Any]) -> str:
+def field_of(error: dict[str, Any]) -> str:
     parts = [str(p) for p in error.get("loc", [])]
     if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
         parts = parts[1:]
@@ -200,7 +206,7 @@ def _domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
 @api.exception_handler(ValidationError)
 def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     first = exc.errors[0] if exc.errors else {}
-    field = _field_of(first)
+    field = field_of(first)
     message = f"{field}: {first.get('msg', 'invalid value')}"
     return json_response(error_body("validation_error", message, field), 422)
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
+from projections.frames import REPLAY_MAX_EVENTS, replay_page
 from tools.models import AsyncRun, Launch
 
 from .errors import CursorAhead, NotFound, ValidationFailed, found
@@ -89,6 +89,26 @@ def _wire_uuid(value: str | None) -> str:
     return f'"{value}"' if len(value) == 36 else f'"{UUID(hex=value)}"'
 
 
+def event_texts(rows: list[tuple]) -> list[tuple[int, str]]:
+    """``(sequence, compact JSON text)`` of replay rows, as the wire carries them."""
+    return [
+        (
+            sequence,
+            f'{{"sequence":{sequence},"type":{_ENCODE(type_)},"turnId":{_wire_uuid(turn_id)},'
+            f'"toolCallId":{_wire_uuid(call_id)},"payload":{payload},"createdAt":"{created_at}"}}',
+        )
+        for sequence, type_, turn_id, call_id, payload, created_at in rows
+    ]
+
+
+def replay_read(
+    user: Any, conversation_id: Any, *, after: int, limit: int
+) -> tuple[int, list[tuple[int, str]]]:
+    """The head and up to ``limit`` events after ``after``, encoded; owner-scoped (404)."""
+    last, rows = _replay_rows(user, conversation_id, after, limit)
+    return last, event_texts(rows)
+
+
 def events_page_json(user: Any, conversation_id: Any, *, after: int, limit: int) -> str:
     """``{events, lastSequence, nextAfter}`` as JSON text, ≤ ``limit`` events and ≤ 512 KiB.
 
@@ -96,26 +116,17 @@ def events_page_json(user: Any, conversation_id: Any, *, after: int, limit: int)
     in. ``nextAfter`` is null only when the page reaches ``lastSequence``; ``after`` beyond it
     is ``cursor_ahead``.
     """
-    last, rows = _replay_rows(user, conversation_id, after, min(limit, REPLAY_MAX_EVENTS))
+    last, events = replay_read(
+        user, conversation_id, after=after, limit=min(limit, REPLAY_MAX_EVENTS)
+    )
     if after > last:
         raise CursorAhead(f"after={after} is beyond the last sequence {last}.", field="after")
-    parts: list[str] = []
-    used = 0
-    reached = after
-    for sequence, type_, turn_id, call_id, payload, created_at in rows:
-        text = (
-            f'{{"sequence":{sequence},"type":{_ENCODE(type_)},"turnId":{_wire_uuid(turn_id)},'
-            f'"toolCallId":{_wire_uuid(call_id)},"payload":{payload},"createdAt":"{created_at}"}}'
-        )
-        size = len(text.encode("utf-8"))
-        if parts and used + size > REPLAY_BUDGET_BYTES:
-            break
-        parts.append(text)
-        used += size
-        reached = sequence
+    texts = [text for _, text in events]
+    count = replay_page(texts)
+    reached = events[count - 1][0] if count else after
     next_after = None if reached >= last else reached
     return (
-        f'{{"events":[{",".join(parts)}],"lastSequence":{last},'
+        f'{{"events":[{",".join(texts[:count])}],"lastSequence":{last},'
         f'"nextAfter":{"null" if next_after is None else next_after}}}'
     )
 

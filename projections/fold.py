@@ -293,3 +293,44 @@ def apply_tool_update(prev: Mapping[str, Any] | None, update: Mapping[str, Any])
     if "finishedAt" in update and "finishedAt" not in state and _is_final(state):
         state["finishedAt"] = update["finishedAt"]
     return state
+
+
+def merge_tool_updates(
+    first: Mapping[str, Any], second: Mapping[str, Any], *, max_delta: int = TOOL_OUTPUT_MAX_BYTES
+) -> dict[str, Any] | None:
+    """One update that folds like ``first`` then ``second`` into any state, or None when their
+    ``outputDelta``s joined would cost more than ``max_delta`` JSON bytes.
+
+    ``apply_tool_update(apply_tool_update(s, first), second) == apply_tool_update(s, merged)``
+    for every ``s``: a slow reader gets one update instead of two (docs/realtime.md,
+    "Backpressure"). The merged update carries ``second``'s ``rev``.
+    """
+    if _is_final(first):  # the call is final after ``first``: ``second`` changes nothing
+        merged = dict(first)
+        if "rev" in second:
+            merged["rev"] = second["rev"]
+        return merged
+    merged = {k: v for k, v in first.items() if k not in ("finishedAt", "output", "outputDelta")}
+    for field, value in second.items():
+        if field == "startedAt" and "startedAt" in first:
+            continue  # written once: the first one stands
+        if field not in ("output", "outputDelta"):
+            merged[field] = value
+    if "output" in second:
+        merged["output"] = second["output"]
+    elif "outputDelta" in second:
+        delta = second["outputDelta"]
+        if "output" in first:
+            merged["output"] = append_tool_output(first["output"], delta)
+        elif "outputDelta" in first:
+            joined = first["outputDelta"] + delta
+            if json_cost(joined) > max_delta:
+                return None
+            merged["outputDelta"] = joined
+        else:
+            merged["outputDelta"] = delta
+    elif "output" in first:
+        merged["output"] = first["output"]
+    elif "outputDelta" in first:
+        merged["outputDelta"] = first["outputDelta"]
+    return merged

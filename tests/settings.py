@@ -18,3 +18,11 @@ DATABASE_CHECK_AT_START = False
 # No worker inside the test process (config.asgi starts TOOLCORE_WORKERS of them): tests that
 # run calls start their own.
 TOOLCORE_WORKERS = 0
+# The in-memory layer made as strict as Redis: every message must survive JSON (tests/layers.py).
+if not REDIS_URL:  # noqa: F405
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "tests.layers.JsonInMemoryChannelLayer",
+            "CONFIG": {"capacity": 1500},
+        }
+    }

@@ -1,0 +1,60 @@
+"""How many bytes a websocket's client has not taken yet: the server's side of backpressure.
+
+ASGI has no flow control for websockets, and daphne (Twisted) buffers everything an application
+sends to a socket that does not read, without limit. ``TransportBacklog`` wraps the websocket
+application: under daphne it finds the connection's Twisted transport (daphne's ``send`` is
+``partial(server.handle_reply, protocol)``) and puts a probe in
+``scope["extensions"]["toolcore.backlog"]``: a callable answering the bytes written to the
+transport and not yet handed to the kernel. The consumers stop sending durable frames and hold
+ephemeral ones while it is high (docs/realtime.md, "Backpressure").
+
+Under another server, or in tests that call the application directly, there is no probe, and
+the consumers behave as if every socket kept up (uvicorn, for one, applies backpressure itself:
+its ``send`` waits while the socket's buffer is full).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+BACKLOG_EXTENSION = "toolcore.backlog"
+
+
+def _buffered(transport: Any) -> int:
+    """Bytes a Twisted ``FileDescriptor`` holds for writing (its documented buffers)."""
+    data = getattr(transport, "dataBuffer", None)
+    if data is None:
+        inner = getattr(transport, "transport", None)  # a wrapper (TLS): the socket below
+        return _buffered(inner) if inner is not None and inner is not transport else 0
+    return len(data) - getattr(transport, "offset", 0) + getattr(transport, "_tempDataLen", 0)
+
+
+def backlog_probe(send: Any) -> Callable[[], int] | None:
+    """A probe of the connection behind daphne's ``send``; None under another server."""
+    if not isinstance(send, partial) or not send.args:
+        return None
+    protocol = send.args[0]
+    if not hasattr(protocol, "transport"):
+        return None
+
+    def probe() -> int:
+        transport = protocol.transport
+        return 0 if transport is None else _buffered(transport)
+
+    return probe
+
+
+class TransportBacklog:
+    """ASGI middleware adding the backlog probe to websocket scopes (see the module)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        probe = backlog_probe(send)
+        if probe is not None:
+            extensions = {**(scope.get("extensions") or {}), BACKLOG_EXTENSION: probe}
+            scope = {**scope, "extensions": extensions}
+        return await self.app(scope, receive, send)

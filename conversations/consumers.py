@@ -1,0 +1,665 @@
+"""Websockets: ``/ws/conversations/`` (durable events exactly once, ephemeral updates) and
+``/ws/workbench/`` (the user's launches). The protocol is described in docs/realtime.md.
+
+Exactly once, in order, without a gap, whatever the channel layer drops or reorders: a
+subscription joins its group *before* it reads the database, so nothing committed afterwards is
+missed; it remembers the last sequence it sent (``sent``) and drops anything at or below it; an
+event beyond ``sent + 1`` means something was lost on the way, and the missing range is read
+from the database and sent as ``replay`` frames. An idle subscription checks the head every
+``TOOLCORE_WS_HEAD_SECONDS`` (30 s) and tells the client with a ``head`` frame, so even a lost
+*last* event is noticed.
+
+Channels hands a consumer one message at a time, so a subscription's database read and the live
+messages that arrive meanwhile never interleave: they wait in the channel layer. A background
+ticker (the head, re-checking credentials, flushing a slow socket) takes the same lock.
+
+Backpressure: daphne buffers what a socket has not taken yet without limit, and says nothing
+through ASGI. ``config.asgi`` puts the size of that buffer in
+``scope["extensions"]["toolcore.backlog"]``; with it a slow socket never costs more than about
+``DURABLE_HIGH_BYTES`` plus one frame: durable events stop being sent (they are read again from
+the database once the socket drains), ephemeral ones are held, merged per call (never beyond
+16 KiB of deltas) and dropped beyond ``HELD_MAX_BYTES``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from projections.fold import merge_tool_updates
+from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
+from projections.json_cost import json_cost
+from projections.tool_output import TOOL_OUTPUT_MAX_BYTES
+
+from . import selectors
+from .api_base import field_of, strict_loads
+from .errors import DomainError, NotFound, ValidationFailed
+from .fields import dumps
+from .models import Conversation
+from .schemas import ResolutionIn
+from .services.interactions import call_resolve
+from .services.launches import launch_wire, workbench_group
+from .services.publish import conversation_group, unpack
+from .snapshots import snapshot_read
+from .ws_auth import still_valid
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+MAX_FRAME_BYTES = 1024 * 1024  # a client frame above this closes the socket with 1009
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_TOO_BIG = 1009
+MAX_SUBSCRIPTIONS = 100  # conversations one socket follows at once
+# Backpressure (bytes the server holds for a socket that has not taken them yet).
+DURABLE_HIGH_BYTES = 1024 * 1024  # above: durable frames wait (re-read from the database later)
+EPHEMERAL_HIGH_BYTES = 256 * 1024  # above: ephemeral frames are held and merged
+HELD_MAX_BYTES = 256 * 1024  # held ephemeral frames beyond this are dropped, oldest first
+REPLAY_READ_EVENTS = 1000  # events read from the database at once (ten replay frames at most)
+DRAIN_WAIT_SECONDS = 0.1  # how long a replay waits for a slow socket before it yields
+BUSY_TICK_SECONDS = 0.02  # the ticker's period while something waits for the socket to drain
+
+_RESOLUTION = TypeAdapter(ResolutionIn)
+
+
+def _frame(value: dict[str, Any]) -> str:
+    return dumps(value)
+
+
+@dataclass
+class Subscription:
+    conversation_id: str
+    sent: int = 0  # the last sequence the client has (from a snapshot, replay or live frame)
+    behind: bool = False  # events were held back for a slow socket: read them again
+    last_frame: float = field(default_factory=time.monotonic)
+
+
+class _Held:
+    """Ephemeral frames held for a slow socket: one per key, merged, oldest first."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[tuple, tuple[dict[str, Any], int]] = OrderedDict()
+        self.bytes = 0
+        self.dropped = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def put(self, key: tuple, frame: dict[str, Any], merge: Any = None) -> None:
+        held = self.items.pop(key, None)
+        if held is not None:
+            self.bytes -= held[1]
+            merged = merge(held[0], frame) if merge is not None else frame
+            if merged is None:  # cannot merge: the older one is dropped (a gap in ``rev``)
+                self.dropped += 1
+                merged = frame
+            frame = merged
+        size = len(_frame(frame).encode("utf-8"))
+        self.items[key] = (frame, size)
+        self.bytes += size
+        while self.bytes > HELD_MAX_BYTES and len(self.items) > 1:
+            _, (_, old_size) = self.items.popitem(last=False)
+            self.bytes -= old_size
+            self.dropped += 1
+
+    def take(self) -> list[dict[str, Any]]:
+        frames = [frame for frame, _ in self.items.values()]
+        self.items.clear()
+        self.bytes = 0
+        return frames
+
+
+def _merge_tool_updated(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    update = merge_tool_updates(old["update"], new["update"])
+    if update is None:
+        return None
+    return {**new, "update": update, "revFrom": old.get("revFrom", old["update"].get("rev"))}
+
+
+def _merge_live(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    joined = old["delta"] + new["delta"]
+    if json_cost(joined) > TOOL_OUTPUT_MAX_BYTES:
+        return None
+    return {**new, "delta": joined}
+
+
+class ConversationConsumer(AsyncWebsocketConsumer):
+    """``/ws/conversations/`` (docs/realtime.md)."""
+
+    async def connect(self) -> None:
+        self.subs: dict[str, Subscription] = {}
+        self.held = _Held()
+        self.lock = asyncio.Lock()
+        self.wake = asyncio.Event()
+        self.ticker: asyncio.Task | None = None
+        self.user = self.scope.get("user")
+        await self.accept()
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.auth_checked = time.monotonic()
+        await self.send(_frame({"type": "hello", "protocolVersion": PROTOCOL_VERSION}))
+        self.ticker = asyncio.create_task(self._tick())
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "ticker", None) is not None:
+            self.ticker.cancel()
+        for cid in list(getattr(self, "subs", {})):
+            await self._leave(cid)
+
+    # --- client frames ---------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        raw = text_data if text_data is not None else bytes_data
+        if raw is None:
+            return
+        if len(raw) > MAX_FRAME_BYTES // 4 and (
+            len(raw.encode("utf-8") if isinstance(raw, str) else raw) > MAX_FRAME_BYTES
+        ):
+            await self.close(code=CLOSE_TOO_BIG)
+            return
+        try:
+            frame = strict_loads(raw)
+        except ValidationFailed as exc:
+            await self._error(exc.code, exc.message, field=exc.field)
+            return
+        except ValueError:
+            await self._error("malformed_json", "The frame is not valid JSON.")
+            return
+        if not isinstance(frame, dict):
+            await self._error("validation_error", "A frame is a JSON object.", field="type")
+            return
+        kind = frame.get("type")
+        handler = (
+            {
+                "subscribe": self._subscribe,
+                "unsubscribe": self._unsubscribe,
+                "resolve": self._resolve,
+            }.get(kind)
+            if isinstance(kind, str)
+            else None
+        )
+        if handler is None:
+            if kind is None:
+                await self._error("validation_error", "type: field required.", field="type")
+            else:
+                await self._error(
+                    "unknown_type",
+                    "Unknown frame type; expected subscribe, unsubscribe or resolve.",
+                    field="type",
+                )
+            return
+        async with self.lock:
+            await handler(frame)
+
+    async def _error(self, code: str, message: str, **extra: Any) -> None:
+        frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
+        frame.update({k: v for k, v in extra.items() if v is not None})
+        await self.send(_frame(frame))
+
+    def _conversation_id(self, frame: dict[str, Any]) -> str | None:
+        value = frame.get("conversationId")
+        if not isinstance(value, str):
+            return None
+        try:
+            return str(UUID(value))
+        except ValueError:
+            return ""
+
+    async def _subscribe(self, frame: dict[str, Any]) -> None:
+        cid = self._conversation_id(frame)
+        after = frame.get("after")
+        if cid is None:
+            await self._error(
+                "validation_error", "conversationId: a string is required.", field="conversationId"
+            )
+            return
+        if after is not None and (
+            isinstance(after, bool) or not isinstance(after, int) or after < 0
+        ):
+            await self._error(
+                "validation_error",
+                "after: a sequence (an integer ≥ 0) or null.",
+                field="after",
+                conversationId=frame.get("conversationId"),
+            )
+            return
+        if not cid:
+            await self._not_found(frame.get("conversationId"))
+            return
+        if cid not in self.subs and len(self.subs) >= MAX_SUBSCRIPTIONS:
+            await self._error(
+                "too_many_subscriptions",
+                f"A socket follows at most {MAX_SUBSCRIPTIONS} conversations; unsubscribe first.",
+                conversationId=cid,
+            )
+            return
+        # Join first, read second: whatever commits from now on reaches this consumer.
+        await self.channel_layer.group_add(conversation_group(cid), self.channel_name)
+        sub = Subscription(cid)
+        self.subs[cid] = sub
+        try:
+            start = await self._start(cid, after)
+        except NotFound:
+            await self._leave(cid)
+            await self._not_found(cid)
+            return
+        if start is not None:  # a snapshot: the client holds everything up to its sequence
+            reason, snapshot = start
+            sub.sent = snapshot["lastSequence"]
+            await self._send_about(
+                sub,
+                {"type": "snapshot", "conversationId": cid, "reason": reason, "snapshot": snapshot},
+            )
+            return
+        sub.sent = after
+        await self._fill(sub)
+
+    async def _not_found(self, cid: Any) -> None:
+        await self._error(
+            "not_found",
+            "Conversation not found.",
+            conversationId=cid if isinstance(cid, str) else None,
+        )
+
+    @database_sync_to_async
+    def _start(self, cid: str, after: int | None) -> tuple[str, dict[str, Any]] | None:
+        """A snapshot (with its reason) when the client cannot replay from ``after``: none
+        (``initial``), beyond the head (``cursor_ahead``), or older than what was kept
+        (``gap_expired``); else None (replay from ``after``). Owner-scoped: ``NotFound``."""
+        reason = None
+        if after is None:
+            reason = "initial"
+        else:
+            last, events = selectors.replay_read(self.user, cid, after=after, limit=1)
+            if after > last:
+                reason = "cursor_ahead"
+            elif events and events[0][0] != after + 1:
+                reason = "gap_expired"
+        if reason is None:
+            return None
+        envelope = len(
+            _frame({"type": "snapshot", "conversationId": cid, "reason": reason, "snapshot": None})
+        ) - len("null")
+        return reason, snapshot_read(self.user, cid, envelope_bytes=envelope)
+
+    async def _unsubscribe(self, frame: dict[str, Any]) -> None:
+        cid = self._conversation_id(frame)
+        if cid is None:
+            await self._error(
+                "validation_error", "conversationId: a string is required.", field="conversationId"
+            )
+            return
+        if cid:
+            await self._leave(cid)
+
+    async def _leave(self, cid: str) -> None:
+        if self.subs.pop(cid, None) is not None:
+            await self.channel_layer.group_discard(conversation_group(cid), self.channel_name)
+
+    async def _resolve(self, frame: dict[str, Any]) -> None:
+        """The REST resolution (``POST /tool-calls/{id}/resolution``) over the socket: the same
+        body and rules; the answer is a ``resolved`` frame with the REST answer's fields."""
+        call_id = frame.get("toolCallId")
+        request_id = frame.get("requestId")
+        echo = {
+            "toolCallId": call_id if isinstance(call_id, str) else None,
+            "requestId": request_id if isinstance(request_id, str) else None,
+        }
+        if not isinstance(call_id, str):
+            await self._error(
+                "validation_error",
+                "toolCallId: a string is required.",
+                field="toolCallId",
+                **echo,
+            )
+            return
+        body = {k: v for k, v in frame.items() if k not in ("type", "toolCallId")}
+        try:
+            payload = _RESOLUTION.validate_python(body)
+        except PydanticValidationError as exc:
+            first = exc.errors()[0]
+            where = field_of({**first, "loc": ("body", *first.get("loc", ()))})
+            await self._error(
+                "validation_error",
+                f"{where}: {first.get('msg', 'invalid value')}",
+                field=where,
+                **echo,
+            )
+            return
+        try:
+            answer = await self._resolve_db(call_id, payload)
+        except DomainError as exc:
+            await self._error(exc.code, exc.message, field=exc.field, **echo)
+            return
+        await self.send(_frame({"type": "resolved", **echo, **answer}))
+
+    @database_sync_to_async
+    def _resolve_db(self, call_id: str, payload: Any) -> dict[str, Any]:
+        call, _ = selectors.call_for(self.user, call_id)
+        resolution = payload.model_dump(exclude={"requestId"})
+        if resolution.get("rule", 0) is None:
+            del resolution["rule"]
+        return call_resolve(
+            call_id=call.pk if call is not None else call_id,
+            user=self.user,
+            request_id=payload.requestId,
+            resolution=resolution,
+        )
+
+    # --- durable events --------------------------------------------------------------------
+
+    def _backlog(self) -> int:
+        """Bytes sent to this socket that it has not taken yet (0 when the server cannot say)."""
+        probe = self.scope.get("extensions", {}).get("toolcore.backlog")
+        if probe is None:
+            return 0
+        try:
+            return probe() or 0
+        except Exception:  # noqa: BLE001 - the transport is gone: the socket is closing
+            return 0
+
+    async def _send_about(self, sub: Subscription, frame: dict[str, Any] | str) -> None:
+        await self.send(frame if isinstance(frame, str) else _frame(frame))
+        sub.last_frame = time.monotonic()
+
+    async def _drained(self, limit: int) -> bool:
+        """Whether the socket's backlog is at most ``limit`` now or within a short wait."""
+        if self._backlog() <= limit:
+            return True
+        deadline = time.monotonic() + DRAIN_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+            if self._backlog() <= limit:
+                return True
+        return False
+
+    async def _fill(self, sub: Subscription) -> None:
+        """Send ``replay`` frames from ``sub.sent`` up to the head, read from the database. A
+        socket that does not drain leaves the rest for the ticker (``sub.behind``)."""
+        while True:
+            if not await self._drained(DURABLE_HIGH_BYTES):
+                sub.behind = True
+                self.wake.set()
+                return
+            try:
+                last, events = await self._read(sub.conversation_id, sub.sent)
+            except NotFound:
+                await self._gone(sub)
+                return
+            if not events:
+                sub.behind = False
+                return
+            for frame, to in _replay_frames(sub.conversation_id, sub.sent, events):
+                if self.subs.get(sub.conversation_id) is not sub:
+                    return  # unsubscribed meanwhile
+                await self._send_about(sub, frame)
+                sub.sent = to
+            if sub.sent >= last:
+                sub.behind = False
+                return
+
+    @database_sync_to_async
+    def _read(self, cid: str, after: int) -> tuple[int, list[tuple[int, str]]]:
+        return selectors.replay_read(self.user, cid, after=after, limit=REPLAY_READ_EVENTS)
+
+    async def _gone(self, sub: Subscription) -> None:
+        """The conversation was deleted (or changed owner) while followed."""
+        await self._leave(sub.conversation_id)
+        await self._not_found(sub.conversation_id)
+
+    async def _event(self, message: dict[str, Any]) -> None:
+        cid = message.get("conversationId")
+        sub = self.subs.get(cid)
+        if sub is None:
+            return
+        sequence = message["event"]["sequence"]
+        if sequence <= sub.sent:
+            return  # already sent (replayed, or a duplicate)
+        if sub.behind:
+            return  # the ticker reads it from the database once the socket drains
+        if sequence == sub.sent + 1:
+            if self._backlog() <= DURABLE_HIGH_BYTES:
+                await self._send_about(
+                    sub,
+                    {
+                        "type": "conversation.event",
+                        "conversationId": cid,
+                        "event": message["event"],
+                    },
+                )
+                sub.sent = sequence
+            else:
+                sub.behind = True  # a slow socket: the database has it when it drains
+                self.wake.set()
+            return
+        await self._fill(sub)  # a gap: something was lost or reordered on the way
+
+    # --- ephemeral updates -----------------------------------------------------------------
+
+    async def _ephemeral(self, message: dict[str, Any]) -> None:
+        cid = message.get("conversationId")
+        sub = self.subs.get(cid)
+        if sub is None:
+            return
+        kind = message["type"]
+        frame = {k: v for k, v in message.items()}
+        if not self.held and self._backlog() <= EPHEMERAL_HIGH_BYTES:
+            await self._send_about(sub, frame)
+            return
+        if kind == "tool.updated":
+            key = ("tool", cid, message["update"].get("toolCallId"))
+            self.held.put(key, frame, _merge_tool_updated)
+        elif kind == "conversation.live":
+            key = (
+                "live",
+                cid,
+                message.get("turnId"),
+                message.get("kind"),
+                message.get("providerCallId"),
+            )
+            self.held.put(key, frame, _merge_live)
+        elif kind == "tool_call.changed":
+            call = message.get("call") or {}
+            self.held.put(("call", cid, call.get("id") or message.get("removed")), frame)
+        else:  # queue.changed: the latest stands
+            self.held.put((kind, cid), frame)
+        self.wake.set()
+
+    async def _flush_held(self) -> None:
+        if not self.held or self._backlog() > EPHEMERAL_HIGH_BYTES:
+            return
+        for frame in self.held.take():
+            sub = self.subs.get(frame.get("conversationId"))
+            if sub is not None:
+                await self._send_about(sub, frame)
+
+    # --- channel-layer messages --------------------------------------------------------------
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        kind = message.get("type", "")
+        if kind.startswith("websocket."):
+            await super().dispatch(message)
+            return
+        async with self.lock:
+            for item in unpack(message):
+                await self._route(item)
+
+    async def _route(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "conversation.event":
+            await self._event(message)
+        elif kind in ("tool.updated", "tool_call.changed", "conversation.live", "queue.changed"):
+            await self._ephemeral(message)
+        # Anything else (a newer server's message during an upgrade) is not for this client.
+
+    # --- the ticker: head frames, credentials, a slow socket ---------------------------------
+
+    async def _tick(self) -> None:
+        head_every = settings.TOOLCORE_WS_HEAD_SECONDS
+        auth_every = settings.TOOLCORE_WS_AUTH_CHECK_SECONDS
+        try:
+            while True:
+                busy = bool(self.held) or any(s.behind for s in self.subs.values())
+                if busy:
+                    await asyncio.sleep(BUSY_TICK_SECONDS)
+                else:
+                    self.wake.clear()
+                    now = time.monotonic()
+                    due = [self.auth_checked + auth_every]
+                    due += [s.last_frame + head_every for s in self.subs.values()]
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.wake.wait(), max(0.0, min(due) - now))
+                async with self.lock:
+                    if not await self._duties(head_every, auth_every):
+                        return
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001 - a dead ticker must not go unnoticed
+            logger.exception("websocket ticker failed; closing the socket")
+            await self.close(code=1011)
+
+    async def _duties(self, head_every: float, auth_every: float) -> bool:
+        now = time.monotonic()
+        if now - self.auth_checked >= auth_every:
+            self.auth_checked = now
+            if not await database_sync_to_async(still_valid)(
+                self.scope.get("auth", {}), self.user.pk
+            ):
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return False
+        for sub in list(self.subs.values()):
+            if sub.behind and self._backlog() <= DURABLE_HIGH_BYTES:
+                await self._fill(sub)
+        await self._flush_held()
+        idle = [s for s in self.subs.values() if not s.behind and now - s.last_frame >= head_every]
+        if idle:
+            heads = await self._heads([s.conversation_id for s in idle])
+            for sub in idle:
+                head = heads.get(sub.conversation_id)
+                if head is None:
+                    await self._gone(sub)
+                    continue
+                if head > sub.sent:
+                    await self._fill(sub)  # the last event was lost on the way
+                if not sub.behind:
+                    await self._send_about(
+                        sub,
+                        {
+                            "type": "head",
+                            "conversationId": sub.conversation_id,
+                            "sequence": sub.sent,
+                        },
+                    )
+        return True
+
+    @database_sync_to_async
+    def _heads(self, cids: list[str]) -> dict[str, int]:
+        rows = Conversation.objects.filter(pk__in=cids, owner_id=self.user.pk).values_list(
+            "pk", "last_sequence"
+        )
+        return {str(pk): last for pk, last in rows}
+
+
+def _replay_frames(cid: str, after: int, events: list[tuple[int, str]]) -> list[tuple[str, int]]:
+    """``replay`` frames of encoded events (consecutive from ``after + 1``) within the replay
+    budget (100 events, 512 KiB of event JSON; the first always goes in), with each frame's
+    ``to``."""
+    frames: list[tuple[str, int]] = []
+    start = 0
+    head = f'{{"type":"replay","conversationId":"{cid}","from":'
+    while start < len(events):
+        used = 0
+        stop = start
+        while stop < len(events) and stop - start < REPLAY_MAX_EVENTS:
+            size = len(events[stop][1].encode("utf-8"))
+            if stop > start and used + size > REPLAY_BUDGET_BYTES:
+                break
+            used += size
+            stop += 1
+        frm = events[start - 1][0] if start else after
+        to = events[stop - 1][0]
+        body = ",".join(text for _, text in events[start:stop])
+        frames.append((f'{head}{frm},"to":{to},"events":[{body}]}}', to))
+        start = stop
+    return frames
+
+
+class WorkbenchConsumer(AsyncWebsocketConsumer):
+    """``/ws/workbench/``: a snapshot of the user's launches, then ``launch.changed`` and
+    ``launch.removed``. No replay: a reconnecting client gets a new snapshot."""
+
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.ticker: asyncio.Task | None = None
+        self.joined = False
+        await self.accept()
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        await self.channel_layer.group_add(workbench_group(self.user.pk), self.channel_name)
+        self.joined = True
+        launches = await self._launches()
+        await self.send(_frame({"type": "snapshot", "launches": launches}))
+        self.ticker = asyncio.create_task(self._check_auth())
+
+    @database_sync_to_async
+    def _launches(self) -> list[dict[str, Any]]:
+        from tools.models import Launch
+
+        rows = Launch.objects.filter(owner_id=self.user.pk).order_by("-created_at")[:100]
+        return [launch_wire(launch) for launch in rows]
+
+    async def disconnect(self, code: int) -> None:
+        if self.ticker is not None:
+            self.ticker.cancel()
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(workbench_group(self.user.pk), self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        raw = text_data if text_data is not None else bytes_data or b""
+        if len(raw) > MAX_FRAME_BYTES:
+            await self.close(code=CLOSE_TOO_BIG)
+            return
+        await self.send(
+            _frame(
+                {
+                    "type": "error",
+                    "code": "unknown_type",
+                    "message": "The workbench socket takes no frames.",
+                }
+            )
+        )
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        kind = message.get("type", "")
+        if kind.startswith("websocket."):
+            await super().dispatch(message)
+            return
+        for item in unpack(message):
+            if item.get("type") in ("launch.changed", "launch.removed"):
+                await self.send(_frame(item))
+
+    async def _check_auth(self) -> None:
+        every = settings.TOOLCORE_WS_AUTH_CHECK_SECONDS
+        try:
+            while True:
+                await asyncio.sleep(every)
+                if not await database_sync_to_async(still_valid)(
+                    self.scope.get("auth", {}), self.user.pk
+                ):
+                    await self.close(code=CLOSE_UNAUTHENTICATED)
+                    return
+        except asyncio.CancelledError:
+            pass

@@ -1,0 +1,158 @@
+"""Who is on a websocket: the bearer header or the session cookie, judged as REST judges them.
+
+``WebsocketAuthMiddleware`` sets ``scope["user"]`` (``AnonymousUser`` when nothing valid was
+sent) and ``scope["auth"]``, which says how the user was recognised, so the consumer can check
+every few seconds that it still holds (a revoked token, a logged-out session). It refuses nothing
+itself: the consumer accepts and closes an unauthenticated socket with 4401, so the client
+learns why.
+
+Origins (docs/realtime.md, "Authentication"):
+
+- ``BrowserOriginValidator`` (around every websocket route) refuses a handshake whose
+  ``Origin`` header is not one of ``ALLOWED_HOSTS`` (channels' ``AllowedHostsOriginValidator``)
+  but, unlike it, lets a handshake without ``Origin`` through: only browsers send one, and
+  scripts and agents on other machines must not need to invent it.
+- A **session cookie** counts only on a same-origin handshake (the ``Origin`` host is the
+  ``Host`` header, or one of ``CSRF_TRUSTED_ORIGINS``): otherwise any page a user visits could
+  open a socket with the user's cookie. A cross-origin handshake with a session cookie is
+  refused (HTTP 403). A bearer header is judged alone, whatever the origin: a browser page
+  cannot set it.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+from urllib.parse import urlparse
+
+from channels.db import database_sync_to_async
+from channels.security.websocket import OriginValidator, WebsocketDenier
+from channels.sessions import CookieMiddleware, SessionMiddleware
+from django.conf import settings
+from django.contrib.auth import get_user
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+
+from .auth import token_authenticate
+from .models import ApiToken
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin1")
+    return None
+
+
+def bearer_token(scope: dict[str, Any]) -> str | None:
+    """The bearer token of the handshake, ``""`` for an ``Authorization`` header without one,
+    None without the header (as ``auth.bearer_of`` reads a request)."""
+    header = (_header(scope, b"authorization") or "").strip()
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def same_origin(scope: dict[str, Any]) -> bool:
+    """Whether the handshake's ``Origin`` is this server as the client addressed it (the
+    ``Host`` header), or a trusted origin. No ``Origin`` at all: not a browser, so true."""
+    origin = _header(scope, b"origin")
+    if origin is None:
+        return True
+    parsed = urlparse(origin)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        return False
+    host = _header(scope, b"host")
+    if host is not None and parsed.netloc.lower() == host.strip().lower():
+        return True
+    return origin.rstrip("/") in {o.rstrip("/") for o in settings.CSRF_TRUSTED_ORIGINS}
+
+
+class _OriginOrNone(OriginValidator):
+    def valid_origin(self, parsed_origin: Any) -> bool:
+        if parsed_origin is None:
+            return True  # not a browser
+        return super().valid_origin(parsed_origin)
+
+
+def BrowserOriginValidator(app: Any) -> Any:  # noqa: N802 - named like channels' validators
+    """channels' ``AllowedHostsOriginValidator``, except that a handshake without ``Origin``
+    (not a browser) goes through; a browser's origin must still be one of ``ALLOWED_HOSTS``."""
+    allowed = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not allowed:
+        allowed = ["localhost", "127.0.0.1", "[::1]"]
+    return _OriginOrNone(app, allowed)
+
+
+def _token_user(raw: str) -> tuple[Any, dict[str, Any]]:
+    row = token_authenticate(raw)
+    if row is None:
+        return AnonymousUser(), {"method": None}
+    return row.user, {"method": "token", "token_id": row.pk}
+
+
+def _session_user(scope: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    user = get_user(_SessionRequest(scope))
+    if not user.is_authenticated:
+        return AnonymousUser(), {"method": None}
+    return user, {"method": "session", "session_key": scope["session"].session_key}
+
+
+class _SessionRequest:
+    """What ``django.contrib.auth.get_user`` reads of a request: its session."""
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        self.session = scope["session"]
+
+
+@database_sync_to_async
+def _authenticate(scope: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    raw = bearer_token(scope)
+    if raw is not None:
+        return _token_user(raw)  # a header is judged alone, as on REST
+    return _session_user(scope)
+
+
+class _Authenticate:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        scope = dict(scope)
+        if (
+            bearer_token(scope) is None
+            and scope.get("cookies", {}).get(settings.SESSION_COOKIE_NAME)
+            and not same_origin(scope)
+        ):
+            return await WebsocketDenier()(scope, receive, send)
+        scope["user"], scope["auth"] = await _authenticate(scope)
+        return await self.app(scope, receive, send)
+
+
+def WebsocketAuthMiddleware(app: Any) -> Any:  # noqa: N802 - named like channels' stacks
+    """Cookies and the session read, then the user recognised (see the module's docstring)."""
+    return CookieMiddleware(SessionMiddleware(_Authenticate(app)))
+
+
+def still_valid(auth: dict[str, Any], user_id: Any) -> bool:
+    """Whether what authenticated a socket still holds: the token not revoked, not expired,
+    its user active; the session not ended. Read without writing (no ``last_used_at``)."""
+    method = auth.get("method")
+    if method == "token":
+        row = (
+            ApiToken.objects.filter(pk=auth["token_id"])
+            .select_related("user")
+            .only("revoked_at", "expires_at", "user__is_active")
+            .first()
+        )
+        if row is None or row.revoked_at is not None or not row.user.is_active:
+            return False
+        return row.expires_at is None or row.expires_at > timezone.now()
+    if method == "session":
+        # The session read afresh, as a new request would: logged out, expired, the user
+        # deactivated or the password changed all end it.
+        store = import_module(settings.SESSION_ENGINE).SessionStore(auth["session_key"])
+        user = get_user(_SessionRequest({"session": store}))
+        return user.is_authenticated and user.pk == user_id
+    return False
