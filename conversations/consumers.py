@@ -249,6 +249,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(conversation_group(cid), self.channel_name)
         sub = Subscription(cid)
         self.subs[cid] = sub
+        self.wake.set()  # the ticker's next head check includes this subscription
         try:
             start = await self._start(cid, after)
         except NotFound:

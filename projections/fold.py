@@ -303,13 +303,11 @@ def merge_tool_updates(
 
     ``apply_tool_update(apply_tool_update(s, first), second) == apply_tool_update(s, merged)``
     for every ``s``: a slow reader gets one update instead of two (docs/realtime.md,
-    "Backpressure"). The merged update carries ``second``'s ``rev``.
+    "Backpressure"). The merged update carries ``second``'s ``rev`` (unless ``first`` is
+    final: then it is ``first``, as ``second`` could change nothing).
     """
     if _is_final(first):  # the call is final after ``first``: ``second`` changes nothing
-        merged = dict(first)
-        if "rev" in second:
-            merged["rev"] = second["rev"]
-        return merged
+        return dict(first)
     merged = {k: v for k, v in first.items() if k not in ("finishedAt", "output", "outputDelta")}
     for field, value in second.items():
         if field == "startedAt" and "startedAt" in first:

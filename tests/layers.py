@@ -67,3 +67,10 @@ class LossyChannelLayer(JsonInMemoryChannelLayer):
             group, message = self.held
             self.held = None
             await super().group_send(group, message)
+
+
+class DeafChannelLayer(JsonInMemoryChannelLayer):
+    """Loses every group message: only the database can tell a subscriber what happened."""
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        return None

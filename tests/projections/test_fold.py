@@ -14,9 +14,11 @@ from projections.fold import (
     FINAL_STATUSES,
     ToolUpdateError,
     apply_tool_update,
+    merge_tool_updates,
     status_for_state,
     validate_tool_update,
 )
+from projections.json_cost import json_cost
 from projections.tool_output import bound_tool_output
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "fold.json").read_text("utf-8"))
@@ -401,3 +403,22 @@ def test_validation_either_passes_or_names_a_field_of_the_update(fields):
         validate_tool_update(candidate)
     except ToolUpdateError as refused:
         assert refused.field in candidate
+
+
+@PROPERTY
+@given(st.lists(updates, max_size=6), updates, updates)
+def test_a_merged_update_folds_like_the_two_it_joins(before, first, second):
+    state = fold(before)
+    merged = merge_tool_updates({**IDS, **first}, {**IDS, **second}, max_delta=24)
+    if merged is None:  # only deltas too long together refuse to merge
+        assert json_cost(first["outputDelta"] + second["outputDelta"]) > 24
+        return
+    assert not ("output" in merged and "outputDelta" in merged)
+    one_by_one = apply_tool_update(apply_tool_update(state, {**IDS, **first}), {**IDS, **second})
+    assert apply_tool_update(state, merged) == one_by_one
+
+
+def test_merged_deltas_are_joined_within_16_kib_only():
+    a, b = update(outputDelta="x" * 10000, rev=2), update(outputDelta="y" * 6384, rev=3)
+    assert merge_tool_updates(a, b) == update(outputDelta="x" * 10000 + "y" * 6384, rev=3)
+    assert merge_tool_updates(a, update(outputDelta="y" * 6385, rev=3)) is None

@@ -373,7 +373,8 @@ async def test_a_chatty_background_child_is_read_at_most_two_seconds(make, reape
     assert await capture.wait(6)
     assert 1.5 < time.monotonic() - started < 4
     out = _text(capture, "stdout")
-    assert out.startswith(b"started\n") and out.count(b"x\n") >= 10
+    # The child's first line may come before the shell's own: they race.
+    assert out.count(b"started\n") == 1 and out.count(b"x\n") >= 10
     await capture.terminate(grace=1)
     assert reaper(capture.pgid)
 

@@ -1,0 +1,112 @@
+"""``resolve`` over the socket (the REST rules and answers), and ``/ws/workbench/``."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
+
+from conversations.models import ToolCall
+from conversations.services.launches import launch_create
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+
+from .helpers import connect, hello, receive, send, token_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ALLOW = {"kind": "approval", "decision": "allow", "persist": False}
+
+
+@sync_to_async
+def awaiting_bash(user, *, may_run: bool = True):
+    if may_run:
+        user.user_permissions.add(Permission.objects.get(codename="run_commands"))
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "ls"})).call_ids
+    assert ToolCall.objects.get(pk=call_id).state == "awaiting_approval"
+    return str(call_id)
+
+
+async def test_resolve_over_the_socket_answers_as_rest_does(user):
+    call_id = await awaiting_bash(user)
+    token = await token_for(user)
+    socket = await connect(token)
+    await hello(socket)
+    frame = {"type": "resolve", "toolCallId": call_id, "requestId": "r1", **ALLOW}
+    await send(socket, frame)
+    answer = await receive(socket)
+    assert answer == {
+        "type": "resolved",
+        "toolCallId": call_id,
+        "requestId": "r1",
+        "resolution": ALLOW,
+        "resolvedBy": user.username,
+    }
+    assert (await sync_to_async(ToolCall.objects.get)(pk=call_id)).state == "ready"
+    await send(socket, frame)  # the same request again: the recorded answer
+    assert await receive(socket) == answer
+    await send(socket, {**frame, "requestId": "r2", "decision": "deny"})
+    conflict = await receive(socket)
+    assert (conflict["type"], conflict["code"]) == ("error", "resolution_conflict")
+    assert (conflict["toolCallId"], conflict["requestId"]) == (call_id, "r2")
+    await socket.disconnect()
+
+
+async def test_resolve_refusals_are_error_frames(user, other_user):
+    theirs = await awaiting_bash(other_user)
+    mine = await awaiting_bash(user, may_run=False)
+    token = await token_for(user)
+    socket = await connect(token)
+    await hello(socket)
+    await send(socket, {"type": "resolve", "toolCallId": theirs, "requestId": "r", **ALLOW})
+    assert (await receive(socket))["code"] == "not_found"
+    await send(socket, {"type": "resolve", "toolCallId": mine, "requestId": "r", **ALLOW})
+    assert (await receive(socket))["code"] == "forbidden"  # approving bash needs run_commands
+    await send(
+        socket,
+        {
+            "type": "resolve",
+            "toolCallId": mine,
+            "requestId": "r",
+            "kind": "input",
+            "value": {"answers": {}},
+        },
+    )
+    assert (await receive(socket))["code"] == "not_awaiting"
+    await send(
+        socket, {"type": "resolve", "toolCallId": mine, "requestId": "r", "kind": "approval"}
+    )
+    refused = await receive(socket)
+    assert (refused["code"], refused["field"]) == ("validation_error", "decision")
+    await socket.disconnect()
+
+
+@sync_to_async
+def new_launch(user, name: str) -> str:
+    user.user_permissions.add(Permission.objects.get(codename="run_commands"))
+    user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
+    return str(launch_create(owner=user, name=name, command="sleep 1").pk)
+
+
+async def test_workbench_snapshot_then_changes_of_my_launches_only(user, other_user):
+    mine = await new_launch(user, "dev server")
+    token = await token_for(user)
+    socket = await connect(token, path="/ws/workbench/")
+    snapshot = await receive(socket)
+    assert snapshot["type"] == "snapshot"
+    assert [launch["id"] for launch in snapshot["launches"]] == [mine]
+    await new_launch(other_user, "theirs")
+    second = await new_launch(user, "watcher")
+    changed = await receive(socket)
+    assert changed["type"] == "launch.changed" and changed["launch"]["id"] == second
+    assert changed["launch"]["name"] == "watcher"
+    assert await socket.receive_nothing(timeout=0.2)
+    await send(socket, {"type": "subscribe"})
+    assert (await receive(socket))["type"] == "error"  # it takes no frames; it stays open
+    await socket.disconnect()
+
+
+async def test_workbench_without_credentials_is_closed_4401():
+    socket = await connect(path="/ws/workbench/")
+    assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
