@@ -10,6 +10,7 @@ from channels.testing import WebsocketCommunicator
 
 from config.asgi import application
 from conversations.auth import token_create
+from conversations.services.publish import publisher
 from tests.conversations.helpers import new_conversation, open_turn
 
 TIMEOUT = 5
@@ -102,3 +103,8 @@ def say(conversation, turn_id: str, count: int = 1, text: str = "thinking") -> l
         )
         out.append(posted.body["event"]["sequence"])
     return out
+
+
+async def published() -> None:
+    """Wait until everything committed so far went out (the Redis publisher lingers 20 ms)."""
+    await sync_to_async(publisher.drain, thread_sensitive=False)()

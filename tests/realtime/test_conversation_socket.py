@@ -9,13 +9,14 @@ from asgiref.sync import sync_to_async
 
 from conversations.models import ConversationEvent
 from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
-from tests.conversations.helpers import new_conversation
+from tests.conversations.helpers import assistant_calls, new_conversation
 
 from .helpers import (
     connect,
     conversation_with_turn,
     frames_until,
     hello,
+    published,
     receive,
     say,
     send,
@@ -265,4 +266,44 @@ async def test_resubscribing_with_the_last_sequence_misses_nothing(user):
     frames = await frames_until(socket, lambda f: f.get("to") == seen[-1] + 7)
     seen += sequences(frames)
     assert seen == list(range(1, seen[-1] + 1))
+    await socket.disconnect()
+
+
+async def test_a_cursor_beyond_any_integer_the_database_holds_is_just_ahead(user):
+    token = await token_for(user)
+    conversation, _ = await conversation_with_turn(user)
+    socket = await connect(token)
+    await hello(socket)
+    await send(
+        socket, {"type": "subscribe", "conversationId": str(conversation.pk), "after": 10**30}
+    )
+    frame = await receive(socket)
+    assert (frame["type"], frame["reason"]) == ("snapshot", "cursor_ahead")
+    await socket.disconnect()
+
+
+async def test_tool_updates_reach_subscribers_with_their_rev_and_stop_after_unsubscribe(user):
+    token = await token_for(user)
+    conversation, turn_id = await conversation_with_turn(user)
+    socket = await connect(token)
+    await hello(socket)
+    cid = str(conversation.pk)
+    await send(socket, {"type": "subscribe", "conversationId": cid, "after": None})
+    await receive(socket)
+    posted = await sync_to_async(assistant_calls)(
+        conversation, turn_id, ("read", {"path": "a.txt"})
+    )
+    (call_id,) = posted.call_ids
+    frames = await frames_until(socket, lambda f: f["type"] == "tool.updated")
+    update = frames[-1]["update"]
+    assert (update["toolCallId"], update["rev"], update["status"]) == (str(call_id), 1, "pending")
+    assert update["input"] == {"path": "a.txt"}
+    await published()
+    await send(socket, {"type": "unsubscribe", "conversationId": cid})
+    (after,) = await say(conversation, turn_id, 1)
+    late = []  # what the call's moves published before the unsubscribe may still come
+    while not await socket.receive_nothing(timeout=0.3):
+        late.append(await receive(socket))
+    assert all(f["type"] in ("tool.updated", "tool_call.changed") for f in late)
+    assert after not in sequences(late)
     await socket.disconnect()

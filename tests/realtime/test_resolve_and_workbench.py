@@ -10,7 +10,7 @@ from conversations.models import ToolCall
 from conversations.services.launches import launch_create
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 
-from .helpers import connect, hello, receive, send, token_for
+from .helpers import connect, hello, published, receive, send, token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,6 +91,7 @@ def new_launch(user, name: str) -> str:
 
 async def test_workbench_snapshot_then_changes_of_my_launches_only(user, other_user):
     mine = await new_launch(user, "dev server")
+    await published()  # its own launch.changed is not what this test waits for
     token = await token_for(user)
     socket = await connect(token, path="/ws/workbench/")
     snapshot = await receive(socket)
