@@ -10,6 +10,7 @@ output); a launch whose watcher stopped renewing its heartbeat becomes ``lost``.
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,25 @@ def launches_lost() -> list[Launch]:
 def launch_for(owner: AbstractBaseUser, launch_id: Any) -> Launch:
     """The owner's launch; another owner's answers 404 like a missing one."""
     return found(Launch.objects.filter(owner_id=owner.pk), launch_id, "Launch")
+
+
+def launches_purge(*, older_than_days: int) -> int:
+    """Delete ended launches that finished before the cutoff, with their log folders; each is
+    published as ``launch.removed`` to its owner's workbench. Running ones are kept."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    old = list(
+        Launch.objects.exclude(status=ProcessStatus.RUNNING)
+        .filter(finished_at__lt=cutoff)
+        .values_list("pk", "owner_id")
+    )
+    count = 0
+    for launch_id, owner_id in old:
+        with publish.atomic():
+            if not Launch.objects.filter(pk=launch_id).delete()[0]:
+                continue  # gone meanwhile
+            count += 1
+            publish.later(
+                workbench_group(owner_id), {"type": "launch.removed", "id": str(launch_id)}
+            )
+        shutil.rmtree(launch_folder(launch_id), ignore_errors=True)
+    return count

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
+from django.utils import timezone
 
 from conversations.models import ToolCall
-from conversations.services.launches import launch_create
+from conversations.services.launches import launch_create, launch_folder, launches_purge
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tools.models import Launch, ProcessStatus
 
 from .helpers import connect, hello, published, receive, send, token_for
 
@@ -111,3 +115,29 @@ async def test_workbench_snapshot_then_changes_of_my_launches_only(user, other_u
 async def test_workbench_without_credentials_is_closed_4401():
     socket = await connect(path="/ws/workbench/")
     assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+
+
+@sync_to_async
+def end_long_ago(launch_id: str) -> None:
+    long_ago = timezone.now() - timedelta(days=40)
+    Launch.objects.filter(pk=launch_id).update(
+        status=ProcessStatus.EXITED, exit_code=0, finished_at=long_ago
+    )
+    folder = launch_folder(launch_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "output.txt").write_text("done\n")
+
+
+async def test_purged_launches_are_removed_from_the_workbench(user):
+    old = await new_launch(user, "old build")
+    running = await new_launch(user, "dev server")
+    await end_long_ago(old)
+    await published()
+    token = await token_for(user)
+    socket = await connect(token, path="/ws/workbench/")
+    assert {launch["id"] for launch in (await receive(socket))["launches"]} == {old, running}
+    assert await sync_to_async(launches_purge)(older_than_days=30) == 1
+    assert await receive(socket) == {"type": "launch.removed", "id": old}
+    assert not launch_folder(old).exists()
+    assert await sync_to_async(Launch.objects.filter(pk=running).exists)()
+    await socket.disconnect()

@@ -1,11 +1,15 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from conversations.services.launches import launches_purge
 from conversations.services.retention import conversations_purge
 
 
 class Command(BaseCommand):
-    help = "Delete ended conversations older than TOOLCORE_RETENTION_DAYS (events and files too)."
+    help = (
+        "Delete ended conversations and ended workbench launches older than "
+        "TOOLCORE_RETENTION_DAYS (events, files and logs too)."
+    )
 
     def handle(self, *args, **options):
         days = settings.TOOLCORE_RETENTION_DAYS
@@ -14,3 +18,5 @@ class Command(BaseCommand):
             return
         count = conversations_purge(older_than_days=days)
         self.stdout.write(f"Deleted {count} conversation(s) older than {days} day(s).")
+        launches = launches_purge(older_than_days=days)
+        self.stdout.write(f"Deleted {launches} ended launch(es) older than {days} day(s).")
