@@ -8,6 +8,11 @@ application: under daphne it finds the connection's Twisted transport (daphne's 
 transport and not yet handed to the kernel. The consumers stop sending durable frames and hold
 ephemeral ones while it is high (docs/realtime.md, "Backpressure").
 
+Under daphne it also caps what one client frame may carry at ``MAX_FRAME_BYTES`` (1 MiB) in
+autobahn, the websocket engine below daphne: a larger frame or message fails the connection
+with code 1009 as soon as its header announces it, before its body is read into memory (the
+consumers check the size again, for servers without this cap).
+
 Under another server, or in tests that call the application directly, there is no probe, and
 the consumers behave as if every socket kept up (uvicorn, for one, applies backpressure itself:
 its ``send`` waits while the socket's buffer is full).
@@ -18,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from typing import Any
+
+from conversations.consumers import MAX_FRAME_BYTES
 
 BACKLOG_EXTENSION = "toolcore.backlog"
 
@@ -31,13 +38,16 @@ def _buffered(transport: Any) -> int:
     return len(data) - getattr(transport, "offset", 0) + getattr(transport, "_tempDataLen", 0)
 
 
-def backlog_probe(send: Any) -> Callable[[], int] | None:
-    """A probe of the connection behind daphne's ``send``; None under another server."""
+def daphne_protocol(send: Any) -> Any:
+    """The Twisted protocol behind daphne's ``send``; None under another server."""
     if not isinstance(send, partial) or not send.args:
         return None
     protocol = send.args[0]
-    if not hasattr(protocol, "transport"):
-        return None
+    return protocol if hasattr(protocol, "transport") else None
+
+
+def backlog_probe(protocol: Any) -> Callable[[], int]:
+    """A probe of the bytes the connection's transport holds for writing."""
 
     def probe() -> int:
         transport = protocol.transport
@@ -47,14 +57,22 @@ def backlog_probe(send: Any) -> Callable[[], int] | None:
 
 
 class TransportBacklog:
-    """ASGI middleware adding the backlog probe to websocket scopes (see the module)."""
+    """ASGI middleware adding the backlog probe to websocket scopes and capping client frames
+    (see the module)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        probe = backlog_probe(send)
-        if probe is not None:
-            extensions = {**(scope.get("extensions") or {}), BACKLOG_EXTENSION: probe}
+        protocol = daphne_protocol(send)
+        if protocol is not None:
+            if hasattr(protocol, "maxMessagePayloadSize"):  # autobahn's per-connection limits
+                protocol.maxMessagePayloadSize = MAX_FRAME_BYTES
+                protocol.maxFramePayloadSize = MAX_FRAME_BYTES
+                protocol.failByDrop = False  # close with 1009, not a dropped connection
+            extensions = {
+                **(scope.get("extensions") or {}),
+                BACKLOG_EXTENSION: backlog_probe(protocol),
+            }
             scope = {**scope, "extensions": extensions}
         return await self.app(scope, receive, send)
