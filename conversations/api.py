@@ -49,12 +49,14 @@ from .schemas import (
     UnfinishedCallOut,
     errors,
 )
+from .schemas_snapshot import HistoryPageOut, LiveIn, LiveOut, SnapshotOut
 from .services.cancel import call_cancel, turn_cancel, turn_end
 from .services.conversations import conversation_create, conversation_delete
 from .services.interactions import call_resolve
 from .services.messages import command_post, message_post
 from .services.queue import queue_ack
 from .shapes import conversation_wire
+from .snapshots import history_page, live_publish, snapshot_read
 
 router = Router(tags=["conversations"])
 calls_router = Router(tags=["tool calls"])
@@ -216,6 +218,83 @@ def list_events(
     """
     body = selectors.events_page_json(request.auth, cid, after=after, limit=limit)
     return HttpResponse(body, content_type="application/json")
+
+
+@router.get(
+    "/conversations/{cid}/snapshot",
+    summary="Read a conversation's current state",
+    response={200: SnapshotOut, **errors(*_READ)},
+)
+def get_snapshot(request: HttpRequest, cid: str) -> HttpResponse:
+    """The state a client needs to show the conversation now, read consistently in one
+    transaction: `lastSequence` is exactly the last event it reflects, so replaying
+    `GET …/events?after=lastSequence` on top of it loses and repeats nothing.
+
+    - `openTurn`: the open turn `{id, ordinal, origin, createdAt}`, or null.
+    - `calls`: the unfinished calls, oldest first, with `state` and `interaction` (what an
+      approval or a question waits for); `arguments` are bounded to 4 KiB of JSON (null with
+      `argumentsOmitted: true` when nothing fits): `GET /tool-calls/{id}` has them whole.
+    - `tools`: the `tool.updated` states (cards, with `rev`) of the unfinished calls and of the
+      latest turn's calls, newest first, at most 100. Their payloads (`input`, `output`) share
+      256 KiB, newest first; older cards carry `payloadOmitted: {bytes}` instead.
+    - `queue`: async-run notices not acknowledged yet; `asyncRuns`: the running async runs.
+
+    The answer is at most 896 KiB (917,504 bytes) of JSON. `calls` (256 KiB), `queue`
+    (128 KiB) and `asyncRuns` (64 KiB) have budgets of their own; a list cut to its budget is
+    counted in `omitted` (present only then).
+    """
+    return json_response(snapshot_read(request.auth, cid))
+
+
+@router.get(
+    "/conversations/{cid}/history",
+    summary="Page through messages and tool cards",
+    response={200: HistoryPageOut, **errors(*_READ, 422)},
+)
+def get_history(
+    request: HttpRequest, cid: str, before: str | None = None, limit: int = Limit
+) -> HttpResponse:
+    """The conversation as a transcript, newest first: `{"type": "message", "event"}` for
+    each `user_message` and `assistant_message`, and `{"type": "tool", …}` for each tool call's
+    card (its `tool.updated` state with `rev`), in conversation order: a call's card comes
+    right after the assistant message that asked for it, a `!command`'s where its turn began.
+
+    At most `limit` items (1…100, default 50; outside is 422) and 896 KiB of JSON a page. The
+    cards' payloads share 256 KiB, newest first: older cards carry `payloadOmitted: {bytes}`
+    instead of `input` and `output` (read them with `GET /tool-calls/{id}/details`). Pass
+    `nextCursor` as `before` for the older page; it is null at the beginning of the
+    conversation. A cursor this server did not issue is 422 naming `before`.
+    """
+    page = history_page(request.auth, cid, before=before or None, limit=limit)
+    return json_response(page)
+
+
+@router.post(
+    "/conversations/{cid}/live",
+    summary="Stream a piece of the assistant's reply",
+    response={202: LiveOut, **errors(*_WRITE, 409)},
+)
+def post_live(request: HttpRequest, cid: str, payload: LiveIn) -> HttpResponse:
+    """Publishes `{"type": "conversation.live", "conversationId", "turnId", "kind", "delta",
+    "providerCallId"?}` to the conversation's websocket subscribers at once, while the
+    assistant's reply streams and before its message is posted. **Nothing is stored**: a
+    client that was not connected never sees it, and the posted message is what lasts.
+
+    `kind` is `text` (assistant text) or `arguments` (a fragment of a tool call's arguments;
+    then `providerCallId`, the `id` of its future `tool_call` block, is required; with `text`
+    it is refused). `delta` is a non-empty string of at most 16,384 bytes of JSON (422 naming
+    the field). `turnId` must be the open turn (else 409 `turn_not_open`). Answers 202
+    `{"published": true}`: handed to the channel layer, not a delivery receipt.
+    """
+    live_publish(
+        request.auth,
+        cid,
+        turn_id=payload.turnId,
+        kind=payload.kind,
+        delta=payload.delta,
+        provider_call_id=payload.providerCallId,
+    )
+    return json_response({"published": True}, 202)
 
 
 def _barrier_scope(user: Any, cid: str, tid: str) -> tuple[Any, Any]:

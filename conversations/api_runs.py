@@ -5,14 +5,13 @@ operations' descriptions on the OpenAPI page."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 
 from projections.logpages import PageParamError, read_page
-from tools.models import AsyncRun, Launch
+from tools.models import Launch
 
 from . import selectors
 from .errors import ValidationFailed
@@ -21,7 +20,7 @@ from .schemas import LinesPageOut, errors
 from .schemas_runs import AsyncRunOut, LaunchIn, LaunchOut, LaunchPage, LogQuery
 from .services.async_runs import async_run_kill
 from .services.launches import launch_create, launch_folder, launch_for, launch_stop, launch_wire
-from .shapes import iso
+from .shapes import async_run_wire
 from .storage import CAPTURE_MAX_BYTES, data_dir
 
 runs_router = Router(tags=["async runs"])
@@ -29,24 +28,6 @@ launches_router = Router(tags=["launches"])
 
 _READ = (401, 404)
 _WRITE = (400, 401, 403, 404, 413, 422)
-
-
-def async_run_wire(run: AsyncRun) -> dict[str, Any]:
-    return {
-        "id": str(run.id),
-        "conversationId": str(run.conversation_id),
-        "toolCallId": str(run.tool_call_id),
-        "command": run.command,
-        "cwd": run.cwd,
-        "status": run.status,
-        "exitCode": run.exit_code,
-        "signal": run.signal or None,
-        "pid": run.pid,
-        "startedAt": iso(run.started_at),
-        "finishedAt": iso(run.finished_at),
-        "noticeSequence": run.notice_sequence,
-        "acknowledged": run.acknowledged,
-    }
 
 
 def _log_page(path: Path, query: LogQuery, status: str) -> HttpResponse:

@@ -134,6 +134,15 @@ class ConversationEvent(models.Model):
 
     class Meta:
         ordering = ["conversation", "sequence"]
+        indexes = [
+            # History's message stream: the messages (the only events with a messageId), newest
+            # first, without stepping over the responses and notices between them.
+            models.Index(
+                fields=["conversation", "-sequence"],
+                condition=Q(message_id__isnull=False),
+                name="event_messages",
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation", "sequence"], name="event_sequence_unique"
@@ -306,10 +315,20 @@ class ToolActivity(TimeStamped):
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="activities", db_index=False
     )
+    # No index of its own: ``activity_turn_recent`` (turn, -ordinal) leads with it.
     turn = models.ForeignKey(
-        Turn, null=True, blank=True, on_delete=models.CASCADE, related_name="activities"
+        Turn,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="activities",
+        db_index=False,
     )
     ordinal = models.PositiveBigIntegerField(help_text="Order of the call in its conversation.")
+    # The conversation's last sequence when the call was created: its card comes right after
+    # that event in history (a model call's is its assistant message). Taken with the
+    # conversation locked, like ``ordinal``, so both grow together.
+    after_sequence = models.PositiveBigIntegerField(default=0)
     rev = models.PositiveIntegerField(default=0)
     state_json = CompactJSONField(default=dict)
     payload_json = CompactJSONField(default=dict)
@@ -322,7 +341,11 @@ class ToolActivity(TimeStamped):
     class Meta:
         verbose_name_plural = "tool activities"
         ordering = ["conversation", "ordinal"]
-        indexes = [models.Index(fields=["conversation", "-ordinal"], name="activity_recent")]
+        indexes = [
+            models.Index(fields=["conversation", "-ordinal"], name="activity_recent"),
+            # A snapshot's cards: the latest turn's newest calls.
+            models.Index(fields=["turn", "-ordinal"], name="activity_turn_recent"),
+        ]
 
     def __str__(self) -> str:
         return f"activity {self.tool_call_id} rev {self.rev}"

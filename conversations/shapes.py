@@ -5,7 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from .models import Asset, Conversation, ConversationEvent, ToolCall
+from projections.tool_input import bound_tool_input
+from tools.catalog import tool_spec
+from tools.models import AsyncRun
+
+from .models import Asset, Conversation, ConversationEvent, ToolCall, Turn
 
 
 def iso(dt: datetime | None) -> str | None:
@@ -63,9 +67,12 @@ def claim_wire(call: ToolCall) -> dict[str, Any] | None:
     }
 
 
-def call_wire(call: ToolCall) -> dict[str, Any]:
-    """An unfinished call as clients see it (``tool_call.changed``, ``GET /tool-calls/{id}``)."""
-    return {
+def call_wire(call: ToolCall, *, bounded: bool = False) -> dict[str, Any]:
+    """An unfinished call as clients see it: whole (``GET /tool-calls/{id}``) or ``bounded``
+    (``tool_call.changed``, a snapshot's ``calls``), where ``arguments`` is the bounded input
+    (≤ 4 KiB of JSON, edit bodies and patches dropped), or null with ``argumentsOmitted: true``
+    when nothing fits."""
+    wire = {
         "id": str(call.id),
         "conversationId": str(call.conversation_id),
         "turnId": str(call.turn_id),
@@ -83,6 +90,41 @@ def call_wire(call: ToolCall) -> dict[str, Any]:
         "generation": call.generation,
         "createdAt": iso(call.created_at),
         "updatedAt": iso(call.updated_at),
+    }
+    if bounded:
+        kind = tool_spec(call.tool_name).kind
+        wire["arguments"] = bound_tool_input(call.arguments, tool_name=call.tool_name, kind=kind)
+        if wire["arguments"] is None:
+            wire["argumentsOmitted"] = True
+    return wire
+
+
+def turn_wire(turn: Turn) -> dict[str, Any]:
+    """A turn's small shape (a snapshot's ``openTurn``): ``{id, ordinal, origin, createdAt}``."""
+    return {
+        "id": str(turn.id),
+        "ordinal": turn.ordinal,
+        "origin": turn.origin,
+        "createdAt": iso(turn.created_at),
+    }
+
+
+def async_run_wire(run: AsyncRun) -> dict[str, Any]:
+    """An async run as clients see it (``GET /async-runs/{id}``, a snapshot's ``asyncRuns``)."""
+    return {
+        "id": str(run.id),
+        "conversationId": str(run.conversation_id),
+        "toolCallId": str(run.tool_call_id),
+        "command": run.command,
+        "cwd": run.cwd,
+        "status": run.status,
+        "exitCode": run.exit_code,
+        "signal": run.signal or None,
+        "pid": run.pid,
+        "startedAt": iso(run.started_at),
+        "finishedAt": iso(run.finished_at),
+        "noticeSequence": run.notice_sequence,
+        "acknowledged": run.acknowledged,
     }
 
 

@@ -18,7 +18,7 @@ from projections.tool_input import bound_tool_input
 from projections.tracker import track_append, track_replace
 
 from ..fields import dumps
-from ..models import ToolActivity, ToolCall
+from ..models import Conversation, ToolActivity, ToolCall
 from ..shapes import iso
 from ..sql.common import FoldWrite
 from .publish import publish_tool_updated
@@ -60,10 +60,23 @@ def next_ordinal(conversation_id: Any) -> int:
 
 
 def activity_create(
-    *, call: ToolCall, title: str | None, kind: str, ordinal: int | None = None
+    *,
+    call: ToolCall,
+    title: str | None,
+    kind: str,
+    ordinal: int | None = None,
+    after_sequence: int | None = None,
 ) -> ToolActivity:
     """The first state of a new call (``pending``). Called with the conversation locked;
-    ``ordinal`` when the caller numbers several calls at once (one query instead of one each)."""
+    ``ordinal`` when the caller numbers several calls at once (one query instead of one each),
+    ``after_sequence`` when it knows the conversation's last sequence (its message's), which
+    places the card in history (docs/subsystems/api.md, "History")."""
+    if after_sequence is None:
+        after_sequence = (
+            Conversation.objects.filter(pk=call.conversation_id)
+            .values_list("last_sequence", flat=True)
+            .get()
+        )
     update: dict[str, Any] = {
         "toolCallId": str(call.id),
         "turnId": str(call.turn_id),
@@ -83,6 +96,7 @@ def activity_create(
         conversation_id=call.conversation_id,
         turn_id=call.turn_id,
         ordinal=ordinal if ordinal is not None else next_ordinal(call.conversation_id),
+        after_sequence=after_sequence,
         rev=1,
     )
     _store(activity, apply_tool_update(None, update))

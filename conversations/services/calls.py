@@ -27,13 +27,15 @@ def command_call_id(conversation_id: UUID | str, input_id: str) -> uuid.UUID:
 
 
 def publish_call_changed(call: ToolCall) -> None:
-    """``tool_call.changed`` with the unfinished call as it is now, after commit."""
+    """``tool_call.changed`` with the unfinished call as it is now, after commit. Its
+    arguments are bounded (a call's whole arguments may reach 1 MiB, and every move sends the
+    call again): ``GET /tool-calls/{id}`` answers them whole."""
     later(
         conversation_group(call.conversation_id),
         {
             "type": "tool_call.changed",
             "conversationId": str(call.conversation_id),
-            "call": call_wire(call),
+            "call": call_wire(call, bounded=True),
         },
     )
 
@@ -78,10 +80,12 @@ def call_create(
     content_index: int | None = None,
     title: str | None = None,
     ordinal: int | None = None,
+    after_sequence: int | None = None,
 ) -> ToolCall:
     """A new unfinished call in ``supervising``, with its first activity state.
 
-    Called with the conversation locked, in the transaction that created its message or turn.
+    Called with the conversation locked, in the transaction that created its message or turn;
+    ``after_sequence``: the conversation's last sequence, when the caller knows it.
     """
     call = ToolCall.objects.create(
         id=call_id,
@@ -95,6 +99,12 @@ def call_create(
         arguments=arguments,
         state=ToolCall.State.SUPERVISING,
     )
-    activity_create(call=call, title=title, kind=tool_spec(tool_name).kind, ordinal=ordinal)
+    activity_create(
+        call=call,
+        title=title,
+        kind=tool_spec(tool_name).kind,
+        ordinal=ordinal,
+        after_sequence=after_sequence,
+    )
     publish_call_changed(call)
     return call

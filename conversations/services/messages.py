@@ -146,6 +146,7 @@ def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> li
             assistant_event_id=event.pk,
             provider_call_id=block.get("id", ""),
             content_index=index,
+            after_sequence=event.sequence,  # the card follows the message that asked for it
         )
         created.append(ids[index])
     return created
@@ -181,7 +182,7 @@ def command_post(
     """
     input_id, command = clean_text(input_id), clean_text(command)
     with publish.atomic():
-        conversation_lock(conversation_id)
+        conversation = conversation_lock(conversation_id)
         recorded = Turn.objects.filter(conversation_id=conversation_id, input_id=input_id).first()
         if recorded is not None:
             if recorded.command != command:
@@ -207,6 +208,7 @@ def command_post(
             arguments={"command": command},
             origin=ToolCall.Origin.USER,
             title=command.split("\n", 1)[0],
+            after_sequence=conversation.last_sequence,  # its turn begins after the last event
         )
     call_supervise(call_id=call.id)
     return Posted(created=True, body=_command_body(turn), call_ids=[call.id])

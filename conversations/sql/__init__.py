@@ -1,9 +1,10 @@
 """SQL written by hand where the ORM costs too much, one sibling module per database.
 
 ``postgresql.py`` and ``sqlite.py`` define the same functions with the same signatures
-(``event_insert``, ``settlement_write``, ``replay_rows``, ``claim_ready``, ``notify``); ``common.py``
-holds what both share. The module is chosen once, from the connection's vendor, the way
-Django picks a session backend: the flow never asks which database it runs on.
+(``event_insert``, ``settlement_write``, ``replay_rows``, ``claim_ready``, ``repeatable_read``,
+``notify``); ``common.py`` holds what both share. The module is chosen once, from the
+connection's vendor, the way Django picks a session backend: the flow never asks which database
+it runs on.
 """
 
 from __future__ import annotations

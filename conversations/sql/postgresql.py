@@ -204,6 +204,13 @@ def replay_rows(
     return rows[0][0], [row[1:] for row in rows if row[1] is not None]
 
 
+def repeatable_read() -> None:
+    """Make the transaction just begun read one snapshot of the database: every later query of
+    it sees the commits its first query saw, and no other. Its first statement."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
 def notify(channel: str, payload: str) -> None:
     """A notification to the processes listening on ``channel``, delivered when the current
     transaction commits (at once outside one)."""

@@ -259,5 +259,10 @@ def claim_ready(
     return claimed
 
 
+def repeatable_read() -> None:
+    """Nothing: the transaction's ``BEGIN IMMEDIATE`` keeps every writer out until it ends, so
+    its reads see one state already."""
+
+
 def notify(channel: str, payload: str) -> None:
     """Nothing: SQLite serves one process, whose own listeners hear it (runners.py)."""

@@ -52,7 +52,7 @@ def is_typed(document: dict[str, Any], schema: dict[str, Any]) -> bool:
 
 def test_every_operation_has_a_summary_and_a_description(document):
     found = list(operations(document))
-    assert len(found) == 28  # every route of docs/subsystems/api.md built so far
+    assert len(found) == 31  # every route of docs/subsystems/api.md built so far
     for method, path, operation in found:
         summary = operation.get("summary", "")
         assert summary and summary[0].isupper(), (method, path, summary)
@@ -188,6 +188,24 @@ def test_real_answers_match_the_published_schema(api, user, document):
         "post",
         "/conversations/{cid}/queue/ack",
     )
+    snapshot = check(
+        api.get(f"{API}/conversations/{cid}/snapshot"), "get", "/conversations/{cid}/snapshot"
+    )
+    assert snapshot["calls"] and snapshot["tools"] and snapshot["asyncRuns"]
+    history = "/conversations/{cid}/history"
+    page = check(api.get(f"{API}/conversations/{cid}/history?limit=2"), "get", history)
+    assert {item["type"] for item in page["items"]} == {"tool"}
+    older = check(
+        api.get(f"{API}/conversations/{cid}/history?before={page['nextCursor']}"), "get", history
+    )
+    assert {item["type"] for item in older["items"]} == {"message"}
+    check(api.get(f"{API}/conversations/{cid}/history?before=x"), "get", history)
+    live = {"turnId": tid, "kind": "arguments", "delta": "{", "providerCallId": "p"}
+    live_path = "/conversations/{cid}/live"
+    check(api.post_json(f"{API}/conversations/{cid}/live", live), "post", live_path)
+    check(
+        api.post_json(f"{API}/conversations/{cid}/live", {**live, "kind": "x"}), "post", live_path
+    )
     lines = "/assets/{asset_id}/lines"
     check(api.get(f"{API}/assets/{world.asset_id}/lines?limit=1"), "get", lines)
 
@@ -256,3 +274,32 @@ def test_the_second_turn_shape_is_documented_with_its_pending_calls(api, user, d
     body = Checker(document)(response, "get", "/conversations/{cid}/turns/{tid}/results")
     assert body["settled"] is False
     assert [p["state"] for p in body["pending"]] == ["awaiting_approval"]
+
+
+@pytest.mark.django_db
+def test_cut_snapshots_and_pages_match_the_published_schema(api, user, document):
+    """The markers of what a budget left out (`payloadOmitted`, `omitted`, and
+    `argumentsOmitted`) are in the document too."""
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    wide = {f"{n:03d}" + "k" * 100: n for n in range(64)}  # nothing of it fits 4 KiB
+    ids = assistant_calls(conversation, turn_id, ("notes", wide)).call_ids
+    for _ in range(2):
+        calls = [("notes", {"a": "y" * 1900, "b": "z" * 1900, "n": n}) for n in range(40)]
+        ids += assistant_calls(conversation, turn_id, *calls).call_ids
+    for call_id in ids[-8:]:  # 73 stay unfinished: more than `calls` may hold
+        settle_host(call_id, text="ü" * 20_000)
+    check = Checker(document)
+    cid = conversation.pk
+    snapshot = check(
+        api.get(f"{API}/conversations/{cid}/snapshot"), "get", "/conversations/{cid}/snapshot"
+    )
+    assert snapshot["omitted"]["calls"] > 0
+    assert snapshot["calls"][0]["argumentsOmitted"] is True
+    assert any("payloadOmitted" in card for card in snapshot["tools"])
+    page = check(
+        api.get(f"{API}/conversations/{cid}/history?limit=100"),
+        "get",
+        "/conversations/{cid}/history",
+    )
+    assert any("payloadOmitted" in item for item in page["items"])
