@@ -8,8 +8,9 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from conversations.models import ConversationEvent
-from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
-from tests.conversations.helpers import assistant_calls, new_conversation
+from projections.frames import FRAME_BUDGET_BYTES, REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
+from tests.conversations.api_helpers import settle_host
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 
 from .helpers import (
     connect,
@@ -306,4 +307,28 @@ async def test_tool_updates_reach_subscribers_with_their_rev_and_stop_after_unsu
         late.append(await receive(socket))
     assert all(f["type"] in ("tool.updated", "tool_call.changed") for f in late)
     assert after not in sequences(late)
+    await socket.disconnect()
+
+
+@sync_to_async
+def cards_with_big_outputs(user, count: int):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    ids = assistant_calls(conversation, turn_id, *[("notes", {"n": n}) for n in range(count)])
+    for call_id in ids.call_ids:
+        settle_host(call_id, text="ü" * 30_000)
+    return conversation
+
+
+async def test_the_snapshot_frame_with_its_envelope_stays_within_896_kib(user):
+    conversation = await cards_with_big_outputs(user, 60)
+    token = await token_for(user)
+    socket = await connect(token)
+    await hello(socket)
+    await send(socket, {"type": "subscribe", "conversationId": str(conversation.pk), "after": None})
+    text = await socket.receive_from(timeout=10)
+    assert len(text.encode()) <= FRAME_BUDGET_BYTES
+    frame = json.loads(text)
+    cards = frame["snapshot"]["tools"]
+    assert len(cards) == 60 and any("payloadOmitted" in card for card in cards)
     await socket.disconnect()
