@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/core.py
 	$(BIN)/python bench/projections.py
 	$(BIN)/python bench/execution.py
+	$(BIN)/python bench/realtime.py
 
 clean:
 	rm -rf $(VENV) data/test-toolcore-*.sqlite3*
