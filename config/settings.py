@@ -202,7 +202,7 @@ WEBSOCKET_TIMEOUT_SECONDS = 86400
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "config.layers.RedisChannelLayer",  # a pool that waits
             "CONFIG": {
                 "hosts": [REDIS_URL],
                 "capacity": 1500,

@@ -73,6 +73,6 @@ def test_database_and_redis_urls_switch_to_postgresql_with_a_pool_and_redis(tmp_
     assert result.returncode == 0, result.stderr
     assert '"debug": false' in result.stdout
     assert '"engine": "django.db.backends.postgresql"' in result.stdout
-    assert "channels_redis.core.RedisChannelLayer" in result.stdout
+    assert "config.layers.RedisChannelLayer" in result.stdout
     assert "'pool':" in result.stdout and '"max_age": 0' in result.stdout
     assert '"capacity": 1500' in result.stdout and '"expiry": 86400' in result.stdout
