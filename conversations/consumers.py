@@ -11,7 +11,8 @@ from the database and sent as ``replay`` frames. An idle subscription checks the
 
 Channels hands a consumer one message at a time, so a subscription's database read and the live
 messages that arrive meanwhile never interleave: they wait in the channel layer. A background
-ticker (the head, re-checking credentials, flushing a slow socket) takes the same lock.
+ticker (the head, flushing a slow socket) takes the same lock. Credentials are re-checked for
+every socket of the process at once (``ws_auth.CredentialWatch``).
 
 Backpressure: daphne buffers what a socket has not taken yet without limit, and says nothing
 through ASGI. ``config.asgi`` puts the size of that buffer in
@@ -53,7 +54,7 @@ from .services.interactions import call_resolve
 from .services.launches import launch_wire, workbench_group
 from .services.publish import conversation_group, unpack
 from .snapshots import snapshot_read
-from .ws_auth import still_valid
+from .ws_auth import credential_watch
 
 logger = logging.getLogger(__name__)
 
@@ -148,11 +149,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        self.auth_checked = time.monotonic()
         await self.send(_frame({"type": "hello", "protocolVersion": PROTOCOL_VERSION}))
+        credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
         self.ticker = asyncio.create_task(self._tick())
 
+    async def _revoked(self) -> None:
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
     async def disconnect(self, code: int) -> None:
+        credential_watch().discard(self)
         if getattr(self, "ticker", None) is not None:
             self.ticker.cancel()
         for cid in list(getattr(self, "subs", {})):
@@ -505,11 +510,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._ephemeral(message)
         # Anything else (a newer server's message during an upgrade) is not for this client.
 
-    # --- the ticker: head frames, credentials, a slow socket ---------------------------------
+    # --- the ticker: head frames, a slow socket ----------------------------------------------
 
     async def _tick(self) -> None:
         head_every = settings.TOOLCORE_WS_HEAD_SECONDS
-        auth_every = settings.TOOLCORE_WS_AUTH_CHECK_SECONDS
         try:
             while True:
                 busy = bool(self.held) or any(s.behind for s in self.subs.values())
@@ -518,28 +522,20 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 else:
                     self.wake.clear()
                     now = time.monotonic()
-                    due = [self.auth_checked + auth_every]
-                    due += [s.last_frame + head_every for s in self.subs.values()]
+                    due = [s.last_frame + head_every for s in self.subs.values()]
+                    wait = max(0.0, min(due) - now) if due else None  # None: until woken
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.wake.wait(), max(0.0, min(due) - now))
+                        await asyncio.wait_for(self.wake.wait(), wait)
                 async with self.lock:
-                    if not await self._duties(head_every, auth_every):
-                        return
+                    await self._duties(head_every)
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001 - a dead ticker must not go unnoticed
             logger.exception("websocket ticker failed; closing the socket")
             await self.close(code=1011)
 
-    async def _duties(self, head_every: float, auth_every: float) -> bool:
+    async def _duties(self, head_every: float) -> None:
         now = time.monotonic()
-        if now - self.auth_checked >= auth_every:
-            self.auth_checked = now
-            if not await database_sync_to_async(still_valid)(
-                self.scope.get("auth", {}), self.user.pk
-            ):
-                await self.close(code=CLOSE_UNAUTHENTICATED)
-                return False
         for sub in list(self.subs.values()):
             if sub.behind and self._backlog() <= DURABLE_HIGH_BYTES:
                 await self._fill(sub)
@@ -563,7 +559,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                             "sequence": sub.sent,
                         },
                     )
-        return True
 
     @database_sync_to_async
     def _heads(self, cids: list[str]) -> dict[str, int]:
@@ -603,7 +598,6 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.user = self.scope.get("user")
-        self.ticker: asyncio.Task | None = None
         self.joined = False
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -613,7 +607,10 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
         self.joined = True
         launches = await self._launches()
         await self.send(_frame({"type": "snapshot", "launches": launches}))
-        self.ticker = asyncio.create_task(self._check_auth())
+        credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
+
+    async def _revoked(self) -> None:
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     @database_sync_to_async
     def _launches(self) -> list[dict[str, Any]]:
@@ -623,8 +620,7 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
         return [launch_wire(launch) for launch in rows]
 
     async def disconnect(self, code: int) -> None:
-        if self.ticker is not None:
-            self.ticker.cancel()
+        credential_watch().discard(self)
         if getattr(self, "joined", False):
             await self.channel_layer.group_discard(workbench_group(self.user.pk), self.channel_name)
 
@@ -651,16 +647,3 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
         for item in unpack(message):
             if item.get("type") in ("launch.changed", "launch.removed"):
                 await self.send(_frame(item))
-
-    async def _check_auth(self) -> None:
-        every = settings.TOOLCORE_WS_AUTH_CHECK_SECONDS
-        try:
-            while True:
-                await asyncio.sleep(every)
-                if not await database_sync_to_async(still_valid)(
-                    self.scope.get("auth", {}), self.user.pk
-                ):
-                    await self.close(code=CLOSE_UNAUTHENTICATED)
-                    return
-        except asyncio.CancelledError:
-            pass
