@@ -94,6 +94,9 @@
     const input = state.input;
     if (input === undefined || input === null) return [];
     if (typeof input !== "object" || Array.isArray(input)) return [compactJson(input)];
+    if (state.kind === "think" && Array.isArray(input.questions)) {
+      return input.questions.map((q) => (q && typeof q.question === "string" ? q.question : compactJson(q)));
+    }
     if (typeof input.command === "string") {
       const rest = Object.entries(input).filter(([k]) => k !== "command");
       return lines(input.command).concat(rest.map(([k, v]) => `${k}: ${compactJson(v)}`));
@@ -501,10 +504,12 @@
     }
   }
 
-  /* A message of the transcript: its text blocks (tool calls have their own cards). */
+  /* A message of the transcript: its text blocks (tool calls have their own cards); null for
+     a message of tool calls only. */
   function messageView(event) {
     const role = event.type === "user_message" ? "user" : "assistant";
     const content = (event.payload && event.payload.content) || [];
+    if (!content.some((block) => block.type === "text")) return null;
     const body = h("div", { class: "message-body" });
     for (const block of content) {
       if (block.type !== "text") continue;

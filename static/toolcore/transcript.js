@@ -172,8 +172,10 @@
     if (placed.has(key)) return;
     placed.add(key);
     if (event.type === "assistant_message") dropProvisional(event.turnId, false);
+    const node = messageNode(event);
+    if (!node) return;
     const follow = nearBottom();
-    items.append(messageNode(event));
+    items.append(node);
     showEmpty();
     if (follow) scrollToEnd();
   }
@@ -186,7 +188,8 @@
         const key = `m:${item.event.sequence}`;
         if (placed.has(key)) continue;
         placed.add(key);
-        nodes.push(messageNode(item.event));
+        const node = messageNode(item.event);
+        if (node) nodes.push(node);
       } else {
         const state = Object.assign({}, item);
         delete state.type;
