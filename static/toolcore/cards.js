@@ -20,7 +20,7 @@
     pending: { label: "Pending", icon: "○" },
     awaiting_approval: { label: "Awaiting approval", icon: "?" },
     in_progress: { label: "Running", icon: "◌" },
-    awaiting_input: { label: "Awaiting input", icon: "?" },
+    awaiting_input: { label: "Awaiting input", icon: "✎" },
     completed: { label: "Completed", icon: "✓" },
     failed: { label: "Failed", icon: "✕" },
     declined: { label: "Declined", icon: "⊘" },
@@ -241,7 +241,8 @@
     }
 
     renderMeta(state) {
-      const node = clear(this.parts.meta);
+      // The times are drawn again; the Details button stays the same node, so a keyboard
+      // user's focus survives the updates of a running call.
       const times = h("span", { class: "times" });
       if (state.startedAt) times.append(h("span", null, "Started ", h("time", { datetime: state.startedAt }, clock(state.startedAt))));
       if (state.finishedAt) {
@@ -250,22 +251,23 @@
           times.append(h("span", null, `took ${duration(Date.parse(state.finishedAt) - Date.parse(state.startedAt))}`));
         }
       }
-      node.append(times);
-      if (this.state) {
-        const button = h(
-          "button",
-          {
-            type: "button",
-            class: "quiet details-toggle",
-            "aria-expanded": String(this.detailsOpen),
-            "aria-controls": this.parts.details.id,
-            onclick: () => this.toggleDetails(),
-          },
-          this.detailsOpen ? "Hide details" : "Details",
-        );
-        button.setAttribute("aria-label", `${this.detailsOpen ? "Hide details" : "Details"} of ${state.toolName || "this call"}`);
-        node.append(button);
+      if (this.times) this.times.replaceWith(times);
+      else this.parts.meta.prepend(times);
+      this.times = times;
+      if (!this.state) return;
+      if (!this.detailsButton) {
+        this.detailsButton = h("button", {
+          type: "button",
+          class: "quiet details-toggle",
+          "aria-controls": this.parts.details.id,
+          onclick: () => this.toggleDetails(),
+        });
+        this.parts.meta.append(this.detailsButton);
       }
+      const words = this.detailsOpen ? "Hide details" : "Details";
+      this.detailsButton.textContent = words;
+      this.detailsButton.setAttribute("aria-expanded", String(this.detailsOpen));
+      this.detailsButton.setAttribute("aria-label", `${words} of ${state.toolName || "this call"}`);
     }
 
     // --- approvals and questions ---------------------------------------------------------------
@@ -461,8 +463,6 @@
         (details) => this.renderDetails(details),
         (error) => clear(node).append(h("p", { class: "error", role: "alert" }, error.message)),
       );
-      const toggle = this.parts.meta.querySelector(".details-toggle");
-      if (toggle) toggle.focus();
     }
 
     renderDetails(details) {

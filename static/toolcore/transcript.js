@@ -341,11 +341,16 @@
     if (!ready) loadFirstPage();
   }
 
+  let loadingFirst = false;
+
   async function loadFirstPage() {
+    if (loadingFirst) return;
+    loadingFirst = true;
     try {
       const page = await api(`/conversations/${cid}/history?limit=${HISTORY_PAGE}`);
       placeHistory(page, { initial: true });
     } catch (error) {
+      loadingFirst = false;
       setConnection("closed", `Could not load the conversation: ${error.message}`);
       return;
     }

@@ -56,6 +56,9 @@ def test_log_in_and_see_the_demo_conversation_with_its_cards(page, live_site):
     expect(card(page, "notes_lookup").locator(".badge")).to_have_text("✓Completed")
     expect(card(page, "read").locator(".badge")).to_have_text("✓Completed", timeout=RUN_SECONDS_MS)
     expect(card(page, "read").locator(".card-preview")).to_contain_text("Demo project")
+    expect(card(page, "grep").locator(".badge")).to_have_text("✓Completed", timeout=RUN_SECONDS_MS)
+    expect(card(page, "grep").locator(".card-preview")).to_contain_text("notes.md:5:TODO")
+    screenshot(page, "transcript-awaiting-approval")
 
 
 def test_allow_the_awaiting_bash_call_and_watch_it_complete(user_page, live_site):

@@ -136,7 +136,7 @@ def test_answer_a_question_card(user_page, live_site):
     )
     open_conversation(page, cid)
     card = page.locator(f'article.card[data-call-id="{call_id}"]')
-    expect(card.locator(".badge")).to_have_text("?Awaiting input", timeout=RUN_MS)
+    expect(card.locator(".badge")).to_have_text("✎Awaiting input", timeout=RUN_MS)
     form = card.get_by_role("form")
     form.get_by_role("group", name="Which environment?").get_by_label("staging").check()
     steps = form.get_by_role("group", name="Which steps?")
