@@ -23,7 +23,9 @@ run: $(STAMP)
 	@echo "Toolcore on http://$(HOST):$(PORT)/  (admin: /admin/, API docs: /api/v1/docs)"
 	DEBUG=1 $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
+# The browser tests (tests/browser/) need Debian's Chromium; without it they are skipped.
 test: $(STAMP)
+	@test -x /usr/bin/chromium || echo "Chromium not found at /usr/bin/chromium: browser tests skipped (apt-get install chromium)"
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

@@ -236,13 +236,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLCORE_MAX_BODY
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+# The web pages' login (the admin keeps its own at /admin/login/).
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+# The web pages' scripts and styles (no build step, no CDN); config.asgi serves them.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # --- Logging --------------------------------------------------------------------------------
 _log_level = os.environ.get("LOG_LEVEL", "").strip()

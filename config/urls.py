@@ -1,12 +1,13 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import path
-from django.views.generic import TemplateView
 
 from conversations.api import assets_router, calls_router, router
 from conversations.api_base import api, openapi_json
 from conversations.api_host import host_router
 from conversations.api_runs import launches_router, runs_router
 from conversations.health import healthz, readyz
+from conversations.web import conversation_list, conversation_page, workbench_page
 
 api.add_router("/", router)
 api.add_router("/", calls_router)
@@ -16,7 +17,12 @@ api.add_router("/", launches_router)
 api.add_router("/", host_router)
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="index.html"), name="home"),
+    # The web pages (docs/web.md); login through Django's auth views.
+    path("", conversation_list, name="home"),
+    path("c/<uuid:conversation_id>/", conversation_page, name="conversation"),
+    path("workbench/", workbench_page, name="workbench"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/openapi.json", openapi_json),  # before ninja's own view: compact JSON
     path("api/v1/", api.urls),

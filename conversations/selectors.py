@@ -1,4 +1,4 @@
-"""Reads for the API: owner-scoped lookups, pages, details and turn results.
+"""Reads for the API and the web pages: owner-scoped lookups, pages, details and turn results.
 
 Another owner's resource raises ``NotFound``, exactly like a missing one.
 """
@@ -10,6 +10,9 @@ import json
 from datetime import datetime
 from typing import Any
 from uuid import UUID
+
+from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
 from projections.frames import REPLAY_MAX_EVENTS, replay_page
 from tools.models import AsyncRun, Launch
@@ -62,6 +65,53 @@ def conversations_page(user: Any, *, cursor: str | None, limit: int) -> dict[str
     page = page[:limit]
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].pk) if more and page else None
     return {"items": [conversation_wire(c) for c in page], "nextCursor": next_cursor}
+
+
+_WAITING_STATES = (ToolCall.State.AWAITING_APPROVAL, ToolCall.State.AWAITING_INPUT)
+
+
+def conversations_overview(user: Any, *, cursor: str | None, limit: int) -> dict[str, Any]:
+    """The user's conversations for the home page, newest first: each with its last activity
+    (its last event's time, else its creation), whether a turn is open, and how many calls wait
+    on the user (awaiting approval or input). One query for the page; ``nextCursor`` as the
+    API's list has it."""
+    last_event = ConversationEvent.objects.filter(
+        conversation_id=OuterRef("pk"), sequence=OuterRef("last_sequence")
+    ).values("created_at")[:1]
+    waiting = (
+        ToolCall.objects.filter(conversation_id=OuterRef("pk"), state__in=_WAITING_STATES)
+        .order_by()
+        .values("conversation_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    rows = (
+        Conversation.objects.filter(owner_id=user.pk)
+        .order_by("-created_at", "-id")
+        .annotate(
+            last_event_at=Subquery(last_event),
+            open_turn=Exists(Turn.objects.filter(conversation_id=OuterRef("pk"), status="open")),
+            waiting=Coalesce(Subquery(waiting), 0),
+        )
+    )
+    if cursor:
+        stamp, pk = _decode_cursor(cursor)
+        rows = rows.filter(created_at__lte=stamp).exclude(created_at=stamp, id__gte=pk)
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    items = [
+        {
+            "id": str(c.pk),
+            "title": c.title,
+            "lastActivity": c.last_event_at or c.created_at,
+            "openTurn": c.open_turn,
+            "waiting": c.waiting,
+        }
+        for c in page
+    ]
+    next_cursor = _encode_cursor(page[-1].created_at, page[-1].pk) if more and page else None
+    return {"items": items, "nextCursor": next_cursor}
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode

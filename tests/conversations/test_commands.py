@@ -131,12 +131,6 @@ def test_recover_prints_what_it_did(user, settings):
     assert ConversationEvent.objects.get(tool_call_id=call_id).payload["outcome"] == "indeterminate"
 
 
-def test_the_home_page_links_admin_and_docs(client):
-    response = client.get("/")
-    assert response.status_code == 200
-    assert b'href="/admin/"' in response.content and b'href="/api/v1/docs"' in response.content
-
-
 def test_health_and_readiness(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")

@@ -1,0 +1,541 @@
+/*
+ * Tool cards: one per call, one presentation from streamed arguments to settlement (docs/web.md).
+ *
+ * A card shows its folded `tool.updated` state (static/toolcore/fold.js) and only bounded
+ * payloads: the bounded input, a preview of at most six lines of the bounded output (or of the
+ * transcript projection once the response is known), times, and an approval or question form
+ * while the call waits on the user. Details are fetched on demand.
+ */
+(function (root) {
+  "use strict";
+  const T = root.Toolcore;
+  const { h, clear, clock, duration } = T;
+  const fold = T.fold;
+
+  const PREVIEW_LINES = 6;
+  const PREVIEW_LINE_CHARS = 400; // a very long line is cut on screen; Details has it whole
+  const MESSAGE_TEXT_CHARS = 16384; // a message's text block shows this much at most
+
+  const STATUS = {
+    pending: { label: "Pending", icon: "○" },
+    awaiting_approval: { label: "Awaiting approval", icon: "?" },
+    in_progress: { label: "Running", icon: "◌" },
+    awaiting_input: { label: "Awaiting input", icon: "✎" },
+    completed: { label: "Completed", icon: "✓" },
+    failed: { label: "Failed", icon: "✕" },
+    declined: { label: "Declined", icon: "⊘" },
+    cancelled: { label: "Cancelled", icon: "–" },
+    indeterminate: { label: "Indeterminate", icon: "!" },
+  };
+  const STATUS_HINT = {
+    declined: "Settled: the call was not allowed to run.",
+    cancelled: "Settled: the call was cancelled.",
+    indeterminate: "Stopped while running: its effect could not be confirmed.",
+  };
+
+  /* Lines of a text by the README rule: a final newline ends the last line, no empty extra. */
+  function lines(text) {
+    if (!text) return [];
+    const parts = text.split("\n");
+    if (parts[parts.length - 1] === "") parts.pop();
+    return parts;
+  }
+
+  function cutLine(line) {
+    return line.length > PREVIEW_LINE_CHARS ? line.slice(0, PREVIEW_LINE_CHARS) + "…" : line;
+  }
+
+  function plural(n, noun) {
+    return `${n} ${noun}${n === 1 ? "" : "s"}`;
+  }
+
+  function compactJson(value) {
+    try {
+      return JSON.stringify(value);
+    } catch (_) {
+      return String(value);
+    }
+  }
+
+  /*
+   * What the card shows of a call's result: the transcript projection when the response is
+   * known, else the bounded output: its last lines for a command (`execute`), its first lines
+   * otherwise. `{lines, more}`, `more` saying what is not shown, or null without output.
+   */
+  function preview(state, projection) {
+    // A process's projection may hold no result lines (bash settles from its capture files):
+    // its bounded output says more then.
+    const lines_ = projection && Array.isArray(projection.resultPreview) ? projection.resultPreview : [];
+    if (projection && (lines_.length || !state.output)) {
+      const overflow = projection.previewOverflow;
+      const more = overflow && overflow.hidden ? `${plural(overflow.hidden, overflow.noun || "line")} more` : "";
+      return { lines: lines_, more };
+    }
+    const out = state.output;
+    if (!out) return null;
+    const cut = "tail" in out;
+    const head = lines(out.text);
+    const tail = cut ? lines(out.tail) : [];
+    const all = head.length + tail.length;
+    let shown;
+    if (state.kind === "execute") {
+      shown = cut ? tail.slice(-PREVIEW_LINES) : head.slice(-PREVIEW_LINES);
+    } else {
+      shown = head.slice(0, PREVIEW_LINES);
+    }
+    const parts = [];
+    if (all > shown.length) parts.push(`${plural(all - shown.length, "line")} more`);
+    if (cut) parts.push(`${fold.sizeWords(out.omittedBytes)} of output not shown`);
+    return { lines: shown, more: parts.join(" · ") };
+  }
+
+  /* The bounded input as lines: a command's text, else `key: JSON` per argument. */
+  function inputLines(state) {
+    const input = state.input;
+    if (input === undefined || input === null) return [];
+    if (typeof input !== "object" || Array.isArray(input)) return [compactJson(input)];
+    if (state.kind === "think" && Array.isArray(input.questions)) {
+      return input.questions.map((q) => (q && typeof q.question === "string" ? q.question : compactJson(q)));
+    }
+    if (typeof input.command === "string") {
+      const rest = Object.entries(input).filter(([k]) => k !== "command");
+      return lines(input.command).concat(rest.map(([k, v]) => `${k}: ${compactJson(v)}`));
+    }
+    return Object.entries(input).map(([k, v]) => `${k}: ${compactJson(v)}`);
+  }
+
+  function badge(status, since) {
+    const known = STATUS[status] || { label: status || "Unknown", icon: "·" };
+    const node = h(
+      "span",
+      { class: `badge badge-${status || "unknown"}`, title: STATUS_HINT[status] || null },
+      h("span", { class: "badge-icon", "aria-hidden": "true" }, known.icon),
+      h("span", { class: "badge-label" }, known.label),
+    );
+    if (status === "in_progress" && since) {
+      node.append(h("span", { class: "elapsed", "data-since": since }, ` ${duration(Date.now() - Date.parse(since))}`));
+    }
+    return node;
+  }
+
+  let serial = 0;
+
+  /*
+   * One call's card. `ctx` gives it `resolve(callId, body)` (a Promise of the `resolved`
+   * frame), `details(callId)` (a Promise of GET …/details), `response(callId)` (a Promise of
+   * GET /tool-calls/{id}), `merge(state)` and `announce(text)`.
+   */
+  class Card {
+    constructor(id, ctx) {
+      this.id = id;
+      this.ctx = ctx;
+      this.state = null;
+      this.response = null; // the tool_call_response payload, once known
+      this.record = null; // {interaction, resolution, resolvedBy} of a resolution seen here
+      this.streamed = null; // arguments streaming before the message is stored
+      this.n = ++serial;
+      this.interactionKey = null;
+      this.detailsOpen = false;
+      this.askedResponse = false;
+      this.el = h("article", { class: "card", "data-call-id": id, "aria-labelledby": `card-${this.n}-name` });
+      this.parts = {
+        head: h("header", { class: "card-head" }),
+        input: h("div", { class: "card-input" }),
+        interaction: h("div", { class: "card-interaction" }),
+        preview: h("div", { class: "card-preview" }),
+        meta: h("footer", { class: "card-meta" }),
+        details: h("section", { class: "card-details", id: `card-${this.n}-details`, hidden: true, "aria-label": "Details" }),
+      };
+      this.el.append(...Object.values(this.parts));
+    }
+
+    get status() {
+      return this.state ? this.state.status : "pending";
+    }
+
+    setState(state) {
+      const before = this.state ? this.state.status : null;
+      this.state = state;
+      this.render();
+      const name = state.toolName || "A tool";
+      if (before !== state.status && before !== null) {
+        if (state.status === "awaiting_approval") this.ctx.announce(`${name} awaits your approval.`);
+        else if (state.status === "awaiting_input") this.ctx.announce(`${name} has questions for you.`);
+        else if (fold.isFinal(state)) this.ctx.announce(`${name}: ${STATUS[state.status].label.toLowerCase()}.`);
+      }
+    }
+
+    setResponse(payload) {
+      this.response = payload;
+      if (payload.resolution && payload.interaction) {
+        this.record = {
+          interaction: payload.interaction,
+          resolution: payload.resolution,
+          resolvedBy: payload.resolvedBy,
+        };
+      }
+      this.render();
+    }
+
+    /* Arguments streamed before the assistant's message is stored (`conversation.live`). */
+    setStreamed(name, text) {
+      this.streamed = { name, text };
+      this.render();
+    }
+
+    render() {
+      const state = this.state || {};
+      this.renderHead(state);
+      this.renderInput(state);
+      this.renderInteraction(state);
+      this.renderPreview(state);
+      this.renderMeta(state);
+      this.el.dataset.status = this.state ? state.status || "pending" : "streaming";
+      if (this.wantsResponse()) this.ctx.wantResponse(this);
+    }
+
+    renderHead(state) {
+      const name = state.toolName || (this.streamed && this.streamed.name) || "tool";
+      T.append(clear(this.parts.head), [
+        h("h3", { class: "tool-name", id: `card-${this.n}-name` }, name),
+        badge(this.state ? state.status : "pending", state.startedAt),
+        state.title && state.title !== name ? h("span", { class: "card-title" }, state.title) : null,
+      ]);
+    }
+
+    renderInput(state) {
+      const node = clear(this.parts.input);
+      if (!this.state && this.streamed) {
+        node.append(
+          h("p", { class: "muted" }, "Arguments streaming…"),
+          h("pre", { class: "code" }, this.streamed.text),
+        );
+        return;
+      }
+      if (state.payloadOmitted) {
+        node.append(
+          h("p", { class: "muted" }, `Input and output not loaded here (${fold.sizeWords(state.payloadOmitted.bytes)}): open Details.`),
+        );
+        return;
+      }
+      if (state.inputOmitted) {
+        node.append(h("p", { class: "muted" }, "Input too large to show."));
+        return;
+      }
+      const all = inputLines(state);
+      if (!all.length) return;
+      const shown = all.slice(0, PREVIEW_LINES).map(cutLine);
+      node.append(h("pre", { class: "code", "aria-label": "Input" }, shown.join("\n")));
+      if (all.length > shown.length) {
+        node.append(h("p", { class: "more" }, `${plural(all.length - shown.length, "line")} more`));
+      }
+    }
+
+    renderPreview(state) {
+      const node = clear(this.parts.preview);
+      if (state.payloadOmitted) return;
+      const shown = preview(state, this.response && this.response.userProjection);
+      if (!shown || (!shown.lines.length && !shown.more)) return;
+      node.append(h("pre", { class: "output", "aria-label": "Output preview" }, shown.lines.map(cutLine).join("\n")));
+      if (shown.more) node.append(h("p", { class: "more" }, shown.more));
+    }
+
+    renderMeta(state) {
+      // The times are drawn again; the Details button stays the same node, so a keyboard
+      // user's focus survives the updates of a running call.
+      const times = h("span", { class: "times" });
+      if (state.startedAt) times.append(h("span", null, "Started ", h("time", { datetime: state.startedAt }, clock(state.startedAt))));
+      if (state.finishedAt) {
+        times.append(h("span", null, "Finished ", h("time", { datetime: state.finishedAt }, clock(state.finishedAt))));
+        if (state.startedAt) {
+          times.append(h("span", null, `took ${duration(Date.parse(state.finishedAt) - Date.parse(state.startedAt))}`));
+        }
+      }
+      if (this.times) this.times.replaceWith(times);
+      else this.parts.meta.prepend(times);
+      this.times = times;
+      if (!this.state) return;
+      if (!this.detailsButton) {
+        this.detailsButton = h("button", {
+          type: "button",
+          class: "quiet details-toggle",
+          "aria-controls": this.parts.details.id,
+          onclick: () => this.toggleDetails(),
+        });
+        this.parts.meta.append(this.detailsButton);
+      }
+      const words = this.detailsOpen ? "Hide details" : "Details";
+      this.detailsButton.textContent = words;
+      this.detailsButton.setAttribute("aria-expanded", String(this.detailsOpen));
+      this.detailsButton.setAttribute("aria-label", `${words} of ${state.toolName || "this call"}`);
+    }
+
+    // --- approvals and questions ---------------------------------------------------------------
+
+    renderInteraction(state) {
+      const interaction = state.interaction;
+      const awaiting =
+        interaction &&
+        ((state.status === "awaiting_approval" && interaction.kind === "approval") ||
+          (state.status === "awaiting_input" && interaction.kind === "input"));
+      const key = JSON.stringify([awaiting ? "ask" : "record", interaction || null, this.record, fold.isFinal(state)]);
+      if (key === this.interactionKey) return; // keep what the user is typing
+      this.interactionKey = key;
+      const node = clear(this.parts.interaction);
+      if (awaiting) {
+        node.append(interaction.kind === "approval" ? this.approvalForm(interaction.request || {}) : this.questionForm(interaction.request || {}));
+        return;
+      }
+      const record = this.record || (interaction && fold.isFinal(state) ? { interaction } : null);
+      if (record) node.append(this.recordView(record, state));
+    }
+
+    /*
+     * Whether the card needs its call's response to show what it should: a settled card read
+     * from history without output (a path tool's items are in the transcript projection), or
+     * with a question whose recorded answer is in the response. The page fetches it once the
+     * card comes into view (GET /tool-calls/{id}).
+     */
+    wantsResponse() {
+      const state = this.state;
+      if (!state || this.response || this.askedResponse || !fold.isFinal(state)) return false;
+      if (state.payloadOmitted) return false;
+      return !state.output || Boolean(state.interaction && !this.record);
+    }
+
+    fetchResponse() {
+      if (!this.wantsResponse()) return;
+      this.askedResponse = true;
+      this.ctx.response(this.id).then((payload) => payload && this.setResponse(payload), () => {});
+    }
+
+    approvalForm(request) {
+      const rules = Array.isArray(request.suggestedRules) ? request.suggestedRules : [];
+      const status = h("p", { class: "interaction-status", role: "status" });
+      const prompt = h("p", { id: `card-${this.n}-ask` }, h("strong", null, "Approval needed. "), request.reason || "This tool needs approval.");
+      let chosen = 0;
+      const always = h("button", { type: "button", class: "secondary" });
+      const label = () => {
+        const rule = rules[chosen];
+        clear(always).append("Always allow ", h("code", null, rule ? rule.pattern : ""));
+        always.setAttribute("aria-label", rule ? `Always allow: save the rule ${rule.toolName || ""} ${rule.pattern}` : "Always allow");
+      };
+      const group = h("div", { class: "interaction approval", role: "group", "aria-labelledby": `card-${this.n}-ask` }, prompt);
+      if (rules.length > 1) {
+        const select = h("select", { id: `card-${this.n}-rule`, onchange: (e) => { chosen = Number(e.target.value); label(); } },
+          rules.map((rule, i) => h("option", { value: i }, rule.pattern)));
+        group.append(h("p", { class: "rule-choice" }, h("label", { for: select.id }, "Rule to save with Always allow"), " ", select));
+      }
+      const buttons = [];
+      const send = (body, doing) => {
+        buttons.forEach((b) => (b.disabled = true));
+        status.textContent = doing;
+        this.ctx.resolve(this.id, Object.assign({ kind: "approval" }, body)).then(
+          (frame) => {
+            this.record = { interaction: { kind: "approval", request }, resolution: frame.resolution, resolvedBy: frame.resolvedBy };
+            this.interactionKey = null;
+            this.render();
+          },
+          (error) => {
+            status.textContent = error.message;
+            buttons.forEach((b) => (b.disabled = false));
+          },
+        );
+      };
+      const once = h("button", { type: "button", class: "primary", onclick: () => send({ decision: "allow" }, "Allowing…") }, "Allow once");
+      always.addEventListener("click", () => send({ decision: "allow", persist: true, rule: chosen }, "Allowing and saving the rule…"));
+      const deny = h("button", { type: "button", class: "danger", onclick: () => send({ decision: "deny" }, "Denying…") }, "Deny");
+      buttons.push(once, always, deny);
+      if (rules.length) label();
+      else always.hidden = true;
+      group.append(h("div", { class: "actions" }, once, rules.length ? always : null, deny), status);
+      if (!rules.length) group.append(h("p", { class: "muted" }, "No rule can be saved for this call: allow it once or deny it."));
+      return group;
+    }
+
+    questionForm(request) {
+      const questions = Array.isArray(request.questions) ? request.questions : [];
+      const status = h("p", { class: "interaction-status", role: "status" });
+      const readers = [];
+      const form = h("form", { class: "interaction questions", "aria-labelledby": `card-${this.n}-q` },
+        h("p", { id: `card-${this.n}-q` }, h("strong", null, questions.length === 1 ? "A question for you" : "Questions for you")));
+      questions.forEach((q, qi) => {
+        const base = `card-${this.n}-q${qi}`;
+        const fieldset = h("fieldset", null, h("legend", null, q.question));
+        const options = Array.isArray(q.options) ? q.options : [];
+        const inputs = options.map((option, oi) => {
+          const input = h("input", { type: q.multiple ? "checkbox" : "radio", name: base, id: `${base}-o${oi}`, value: option });
+          fieldset.append(h("div", { class: "option" }, input, h("label", { for: input.id }, option)));
+          return input;
+        });
+        const free = h(options.length ? "input" : "textarea", { id: `${base}-free`, name: `${base}-free`, rows: options.length ? null : 2 });
+        if (options.length) free.type = "text";
+        fieldset.append(h("div", { class: "free" }, h("label", { for: free.id }, options.length ? "Another answer" : "Your answer"), free));
+        form.append(fieldset);
+        readers.push(() => {
+          const text = free.value.trim();
+          if (q.multiple) {
+            const picked = inputs.filter((i) => i.checked).map((i) => i.value);
+            if (text) picked.push(text);
+            return picked.length ? picked : null;
+          }
+          if (text) return text;
+          const picked = inputs.find((i) => i.checked);
+          return picked ? picked.value : null;
+        });
+      });
+      const submit = h("button", { type: "submit", class: "primary" }, questions.length === 1 ? "Send answer" : "Send answers");
+      form.append(h("div", { class: "actions" }, submit), status);
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const answers = {};
+        for (let i = 0; i < questions.length; i++) {
+          const value = readers[i]();
+          if (value === null) {
+            status.textContent = `Answer “${questions[i].question}” first.`;
+            return;
+          }
+          answers[questions[i].id] = value;
+        }
+        submit.disabled = true;
+        status.textContent = "Sending…";
+        this.ctx.resolve(this.id, { kind: "input", value: { answers } }).then(
+          (frame) => {
+            this.record = { interaction: { kind: "input", request }, resolution: frame.resolution, resolvedBy: frame.resolvedBy };
+            this.interactionKey = null;
+            this.render();
+          },
+          (error) => {
+            status.textContent = error.message;
+            submit.disabled = false;
+          },
+        );
+      });
+      return form;
+    }
+
+    /* A resolved interaction: the question asked and the answer recorded. */
+    recordView(record, state) {
+      const { interaction, resolution, resolvedBy } = record;
+      const request = interaction.request || {};
+      const by = resolvedBy ? ` by ${resolvedBy}` : "";
+      const node = h("div", { class: "interaction record" });
+      if (interaction.kind === "approval") {
+        node.append(h("p", null, h("strong", null, "Approval asked. "), request.reason || ""));
+        let answer = state.status === "declined" ? "Denied." : "";
+        if (resolution && resolution.decision === "deny") answer = `Denied${by}.`;
+        else if (resolution && resolution.persist) {
+          const rules = request.suggestedRules || [];
+          const rule = typeof resolution.rule === "number" ? rules[resolution.rule] : rules.find((r) => r.pattern === resolution.rule) || rules[0];
+          answer = `Always allowed${by}`;
+          node.append(h("p", { class: "answer" }, `${answer}; rule saved: `, h("code", null, rule ? rule.pattern : "")));
+          return node;
+        } else if (resolution) answer = `Allowed once${by}.`;
+        if (answer) node.append(h("p", { class: "answer" }, answer));
+        return node;
+      }
+      const answers = (resolution && resolution.value && resolution.value.answers) || {};
+      const list = h("dl", { class: "answers" });
+      for (const q of request.questions || []) {
+        const value = answers[q.id];
+        list.append(
+          h("dt", null, q.question),
+          h("dd", null, value === undefined ? "…" : Array.isArray(value) ? value.join(", ") : String(value)),
+        );
+      }
+      node.append(h("p", null, h("strong", null, resolution ? `Answered${by}` : "Questions asked")), list);
+      return node;
+    }
+
+    // --- details, on demand ----------------------------------------------------------------------
+
+    toggleDetails() {
+      this.detailsOpen = !this.detailsOpen;
+      this.parts.details.hidden = !this.detailsOpen;
+      this.renderMeta(this.state || {});
+      if (!this.detailsOpen) {
+        clear(this.parts.details);
+        return;
+      }
+      const node = clear(this.parts.details);
+      node.append(h("p", { class: "muted", role: "status" }, "Loading details…"));
+      this.ctx.details(this.id).then(
+        (details) => this.renderDetails(details),
+        (error) => clear(node).append(h("p", { class: "error", role: "alert" }, error.message)),
+      );
+    }
+
+    renderDetails(details) {
+      const node = clear(this.parts.details);
+      if (!this.detailsOpen) return;
+      if (details.toolUpdate) this.ctx.merge(details.toolUpdate);
+      const outcome = details.outcome || details.state;
+      node.append(h("h4", null, "Details"), h("p", null, `${details.outcome ? "Outcome" : "State"}: `, h("strong", null, outcome || "unknown")));
+      if (Array.isArray(details.modelContent)) {
+        const text = details.modelContent
+          .map((block) => (block.type === "text" ? block.text : `[${block.type}]`))
+          .join("\n");
+        node.append(h("h5", null, "What the model sees"), h("pre", { class: "code model", tabindex: "0" }, text));
+      }
+      const out = details.toolUpdate && details.toolUpdate.output;
+      node.append(h("h5", null, "Output"));
+      if (!out) node.append(h("p", { class: "muted" }, "No output."));
+      else {
+        const box = h("div", { class: "bounded-output", tabindex: "0", "aria-label": "Bounded output" }, h("pre", null, out.text));
+        if ("tail" in out) box.append(h("p", { class: "omitted" }, fold.omittedMarker(out)), h("pre", null, out.tail));
+        node.append(box);
+      }
+      node.append(h("h5", null, "Files"));
+      if (!details.assets.length) node.append(h("p", { class: "muted" }, "None."));
+      else {
+        const list = h("ul", { class: "assets" });
+        for (const asset of details.assets) {
+          list.append(
+            h("li", null,
+              h("a", { href: `${T.config().api}/assets/${asset.id}`, download: asset.path.split("/").pop() || asset.kind }, `${asset.kind} (${fold.sizeWords(asset.size)})`),
+              asset.truncated ? h("span", { class: "muted" }, " truncated") : null,
+              h("br"),
+              h("span", { class: "sha" }, "SHA-256 ", h("code", null, asset.sha256)),
+            ),
+          );
+        }
+        node.append(list);
+      }
+    }
+  }
+
+  /* A message of the transcript: its text blocks (tool calls have their own cards); null for
+     a message of tool calls only. */
+  function messageView(event) {
+    const role = event.type === "user_message" ? "user" : "assistant";
+    const content = (event.payload && event.payload.content) || [];
+    if (!content.some((block) => block.type === "text")) return null;
+    const body = h("div", { class: "message-body" });
+    for (const block of content) {
+      if (block.type !== "text") continue;
+      const text = block.text || "";
+      body.append(h("div", { class: "text" }, text.length > MESSAGE_TEXT_CHARS ? text.slice(0, MESSAGE_TEXT_CHARS) : text));
+      if (text.length > MESSAGE_TEXT_CHARS) {
+        body.append(h("p", { class: "more" }, `${plural(text.length - MESSAGE_TEXT_CHARS, "more character")} not shown`));
+      }
+    }
+    return h(
+      "article",
+      { class: `message message-${role}`, "data-sequence": event.sequence },
+      h("header", null, h("span", { class: "role" }, role === "user" ? "You" : "Assistant"), " ", h("time", { datetime: event.createdAt }, clock(event.createdAt))),
+      body,
+    );
+  }
+
+  /* Every second: the elapsed time of running calls. */
+  function tickElapsed() {
+    for (const node of document.querySelectorAll(".elapsed[data-since]")) {
+      node.textContent = ` ${duration(Date.now() - Date.parse(node.dataset.since))}`;
+    }
+  }
+
+  T.Card = Card;
+  T.messageView = messageView;
+  T.tickElapsed = tickElapsed;
+  T.cardPreview = preview;
+})(typeof self !== "undefined" ? self : this);

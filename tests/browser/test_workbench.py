@@ -1,0 +1,65 @@
+"""The workbench: start a launch, read its log live and page back through older lines by
+scrolling up, stop it; every change arrives over /ws/workbench/."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import screenshot
+
+pytestmark = pytest.mark.browser
+
+RUN_MS = 30_000
+
+
+def start(page, name: str, command: str) -> None:
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Command").fill(command)
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#launch-status")).to_have_text(f"Started {name}.")
+
+
+def line_numbers(page) -> list[int]:
+    return page.locator("#log-lines .n").evaluate_all(
+        "nodes => nodes.map(n => Number(n.textContent))"
+    )
+
+
+def test_a_launch_streams_its_log_and_ends(user_page):
+    page = user_page
+    page.goto("/workbench/")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    start(page, "ticker", "for i in $(seq 1 30); do echo tick $i; sleep 0.05; done")
+    row = page.get_by_role("row").filter(has_text="ticker")
+    expect(page.locator("#log-lines")).to_contain_text("tick 30", timeout=RUN_MS)
+    expect(row.locator(".badge")).to_have_text("Exited 0", timeout=RUN_MS)
+    assert line_numbers(page) == list(range(1, 31))
+    page.get_by_text("Summary at exit").click()
+    expect(page.locator("#log-summary")).to_contain_text("tick 30")
+
+
+def test_page_back_through_a_long_log_and_stop_the_launch(user_page):
+    page = user_page
+    page.goto("/workbench/")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    start(page, "long log", "seq 1 1500; sleep 60")
+    expect(page.locator("#log-lines")).to_contain_text("1500", timeout=RUN_MS)
+    view = page.locator("#log-view")
+    # Scrolling up loads older pages until the first line.
+    for _ in range(20):
+        if line_numbers(page)[0] == 1:
+            break
+        view.evaluate("node => { node.scrollTop = 0; node.dispatchEvent(new Event('scroll')); }")
+        page.wait_for_timeout(150)
+    assert line_numbers(page) == list(range(1, 1501))
+    texts = page.locator("#log-lines li").evaluate_all(
+        "nodes => nodes.map(n => n.lastChild.textContent)"
+    )
+    assert texts == [str(n) for n in range(1, 1501)]
+    row = page.get_by_role("row").filter(has_text="long log")
+    expect(row.locator(".badge")).to_have_text("Running")
+    screenshot(page, "workbench")
+    row.get_by_role("button", name="Stop long log").click()
+    expect(row.locator(".badge")).to_have_text("Stopped", timeout=RUN_MS)
+    expect(row.get_by_role("button", name="Stop long log")).to_have_count(0)
