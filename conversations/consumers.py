@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -68,6 +69,11 @@ DURABLE_HIGH_BYTES = 1024 * 1024  # above: durable frames wait (re-read from the
 EPHEMERAL_HIGH_BYTES = 256 * 1024  # above: ephemeral frames are held and merged
 HELD_MAX_BYTES = 256 * 1024  # held ephemeral frames beyond this are dropped, oldest first
 REPLAY_READ_EVENTS = 1000  # events read from the database at once (ten replay frames at most)
+# ... and about this many bytes of them, going by the size of the events read (or sent live)
+# last: a socket that drains slowly must not have its whole backlog re-read for each megabyte
+# it takes, nor a few hundred large events read at once.
+REPLAY_READ_BYTES = 2 * DURABLE_HIGH_BYTES
+REPLAY_FIRST_READ_EVENTS = 10  # before any event was seen (an event may be 512 KiB)
 DRAIN_WAIT_SECONDS = 0.1  # how long a replay waits for a slow socket before it yields
 BUSY_TICK_SECONDS = 0.02  # the ticker's period while something waits for the socket to drain
 
@@ -83,6 +89,7 @@ class Subscription:
     conversation_id: str
     sent: int = 0  # the last sequence the client has (from a snapshot, replay or live frame)
     behind: bool = False  # events were held back for a slow socket: read them again
+    event_chars: int = 0  # the mean length of the events read or sent last (0: none yet)
     last_frame: float = field(default_factory=time.monotonic)
 
 
@@ -393,23 +400,31 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def _fill(self, sub: Subscription) -> None:
         """Send ``replay`` frames from ``sub.sent`` up to the head, read from the database. A
-        socket that does not drain leaves the rest for the ticker (``sub.behind``)."""
+        socket that does not drain leaves the rest for the ticker (``sub.behind``): no frame
+        is sent while the backlog is above ``DURABLE_HIGH_BYTES``, not even within one read."""
         while True:
             if not await self._drained(DURABLE_HIGH_BYTES):
                 sub.behind = True
                 self.wake.set()
                 return
             try:
-                last, events = await self._read(sub.conversation_id, sub.sent)
+                last, events = await self._read(
+                    sub.conversation_id, sub.sent, replay_read_limit(sub.event_chars)
+                )
             except NotFound:
                 await self._gone(sub)
                 return
             if not events:
                 sub.behind = False
                 return
+            sub.event_chars = sum(len(text) for _, text in events) // len(events)
             for frame, to in _replay_frames(sub.conversation_id, sub.sent, events):
                 if self.subs.get(sub.conversation_id) is not sub:
                     return  # unsubscribed meanwhile
+                if not await self._drained(DURABLE_HIGH_BYTES):
+                    sub.behind = True  # the rest is read again once the socket drains
+                    self.wake.set()
+                    return
                 await self._send_about(sub, frame)
                 sub.sent = to
             if sub.sent >= last:
@@ -417,8 +432,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 return
 
     @database_sync_to_async
-    def _read(self, cid: str, after: int) -> tuple[int, list[tuple[int, str]]]:
-        return selectors.replay_read(self.user, cid, after=after, limit=REPLAY_READ_EVENTS)
+    def _read(self, cid: str, after: int, limit: int) -> tuple[int, list[tuple[int, str]]]:
+        return selectors.replay_read(self.user, cid, after=after, limit=limit)
 
     async def _gone(self, sub: Subscription) -> None:
         """The conversation was deleted (or changed owner) while followed."""
@@ -437,15 +452,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return  # the ticker reads it from the database once the socket drains
         if sequence == sub.sent + 1:
             if self._backlog() <= DURABLE_HIGH_BYTES:
-                await self._send_about(
-                    sub,
-                    {
-                        "type": "conversation.event",
-                        "conversationId": cid,
-                        "event": message["event"],
-                    },
+                text = _frame(
+                    {"type": "conversation.event", "conversationId": cid, "event": message["event"]}
                 )
+                await self._send_about(sub, text)
                 sub.sent = sequence
+                sub.event_chars = len(text)  # what the next read may expect
             else:
                 sub.behind = True  # a slow socket: the database has it when it drains
                 self.wake.set()
@@ -568,11 +580,20 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return {str(pk): last for pk, last in rows}
 
 
-def _replay_frames(cid: str, after: int, events: list[tuple[int, str]]) -> list[tuple[str, int]]:
+def replay_read_limit(event_chars: int) -> int:
+    """How many events to read at once: about ``REPLAY_READ_BYTES`` of events as long as the
+    ones seen last, ``REPLAY_FIRST_READ_EVENTS`` before any was seen."""
+    if event_chars <= 0:
+        return REPLAY_FIRST_READ_EVENTS
+    return max(1, min(REPLAY_READ_EVENTS, REPLAY_READ_BYTES // event_chars))
+
+
+def _replay_frames(
+    cid: str, after: int, events: list[tuple[int, str]]
+) -> Iterator[tuple[str, int]]:
     """``replay`` frames of encoded events (consecutive from ``after + 1``) within the replay
     budget (100 events, 512 KiB of event JSON; the first always goes in), with each frame's
-    ``to``."""
-    frames: list[tuple[str, int]] = []
+    ``to``; each made when asked for, so frames a slow socket does not get are never built."""
     start = 0
     head = f'{{"type":"replay","conversationId":"{cid}","from":'
     while start < len(events):
@@ -587,9 +608,8 @@ def _replay_frames(cid: str, after: int, events: list[tuple[int, str]]) -> list[
         frm = events[start - 1][0] if start else after
         to = events[stop - 1][0]
         body = ",".join(text for _, text in events[start:stop])
-        frames.append((f'{head}{frm},"to":{to},"events":[{body}]}}', to))
+        yield f'{head}{frm},"to":{to},"events":[{body}]}}', to
         start = stop
-    return frames
 
 
 class WorkbenchConsumer(AsyncWebsocketConsumer):
