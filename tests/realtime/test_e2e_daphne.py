@@ -421,3 +421,14 @@ async def test_the_example_client_resumes_after_the_server_restarts(e2e):
         assert cursor.sequences == [1, 2, 3, 4, 5]
     finally:
         await client.stop()
+
+
+async def test_frames_up_to_1_mib_are_read_and_a_larger_one_closes_1009(e2e):
+    server = e2e.daphne()
+    ws = await ws_connect(server, e2e.token, max_size=None)
+    exactly = '{"type":"dance","pad":"' + "x" * (1024 * 1024 - 25) + '"}'
+    assert len(exactly.encode()) == 1024 * 1024
+    await ws.send(exactly)
+    assert (await receive(ws))["code"] == "unknown_type"  # read, refused, still open
+    await ws.send("x" * (2 * 1024 * 1024))  # autobahn closes as soon as the header says so
+    assert await closed_code(ws) == 1009
