@@ -45,5 +45,10 @@ def conversation_delete(*, conversation_id: UUID | str) -> None:
     ):
         async_run_kill(run=run)
     with transaction.atomic():
+        # Lock the row first: a transaction still inserting a row that points at it (a run's
+        # watcher recording its output, a settlement) finishes before the rows to delete are
+        # collected, and a later one waits for the delete (and then finds nothing to point at),
+        # instead of the delete failing its foreign-key check at commit on PostgreSQL.
+        list(Conversation.objects.select_for_update().filter(pk=conversation_id).values("pk"))
         Conversation.objects.filter(pk=conversation_id).delete()
         transaction.on_commit(lambda: remove_conversation_files(conversation_id))

@@ -19,7 +19,7 @@ from conversations.models import (
     Turn,
 )
 from conversations.services.claims import claim_acquire
-from conversations.services.publish import conversation_group, unpack
+from conversations.services.publish import conversation_group, publisher, unpack
 from conversations.storage import conversation_dir
 
 from .api_helpers import API, ISO_MS, assert_error, settle_host
@@ -182,6 +182,7 @@ def test_delete_conversation_cancels_open_calls_then_deletes(
             except TimeoutError:
                 return got
 
+    publisher.drain()  # with Redis, what the delete published goes out from its thread
     published = async_to_sync(drain)()
     responses = {
         m["event"]["toolCallId"]: m["event"]["payload"]["outcome"]
