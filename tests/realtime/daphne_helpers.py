@@ -3,7 +3,8 @@
 A ``Site`` is what one or more daphne processes serve: a database of its own (a fresh SQLite file,
 or a PostgreSQL database created for the test on the server of the suite's ``DATABASE_URL``),
 migrated with ``manage.py migrate``, a superuser and a token made with ``manage.py``, and the
-environment every process of the site runs with (Redis shared when the suite has ``REDIS_URL``).
+environment every process of the site runs with (the suite's Redis server, in a database number of
+the sites' own, when the suite has ``REDIS_URL``).
 Nothing here touches the test process's own database: the tests speak HTTP and websockets only.
 
 A process that fails (a ``manage.py`` command, a daphne that does not start) raises with its
@@ -61,6 +62,15 @@ def redis_url() -> str:
     from django.conf import settings
 
     return settings.REDIS_URL
+
+
+def _own_redis_database(url: str) -> str:
+    """``url`` on a database number of the sites' own (13, or 12 if the suite uses 13): the
+    suite deletes its channel layer's keys after every test, which must not touch a live
+    site's groups and channels (nor another run's on the same server)."""
+    parts = urlsplit(url)
+    current = parts.path.strip("/") or "0"
+    return urlunsplit(parts._replace(path="/12" if current == "13" else "/13"))
 
 
 def _postgres_database(suite_url: str) -> tuple[str, Any]:
@@ -206,7 +216,7 @@ class Site:
             LOG_LEVEL="WARNING",
         )
         if redis_url():
-            self.env["REDIS_URL"] = redis_url()
+            self.env["REDIS_URL"] = _own_redis_database(redis_url())
         self.env.update(env)
 
     def create(self) -> Site:
