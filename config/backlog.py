@@ -13,6 +13,12 @@ autobahn, the websocket engine below daphne: a larger frame or message fails the
 with code 1009 as soon as its header announces it, before its body is read into memory (the
 consumers check the size again, for servers without this cap).
 
+And it drops a frame sent once the client has started closing. Daphne drops those itself once
+the TCP connection is gone, but before that (the client's close frame read, the close reply
+still queued behind frames the client has not taken) autobahn raises ``Disconnected``: the
+application would die there without its disconnect handler, leaving its ticker task and its
+channel-layer groups behind, and log the error of a client that merely went away.
+
 Under another server, or in tests that call the application directly, there is no probe, and
 the consumers behave as if every socket kept up (uvicorn, for one, applies backpressure itself:
 its ``send`` waits while the socket's buffer is full).
@@ -56,9 +62,28 @@ def backlog_probe(protocol: Any) -> Callable[[], int]:
     return probe
 
 
+def closing(protocol: Any) -> bool:
+    """Whether the client has started closing the connection (autobahn's closing or closed
+    state): a frame sent now would raise."""
+    state = getattr(protocol, "state", None)
+    return state is not None and state in (
+        getattr(protocol, "STATE_CLOSING", None),
+        getattr(protocol, "STATE_CLOSED", None),
+    )
+
+
+def _dropping_when_closing(send: Any, protocol: Any) -> Callable[[dict[str, Any]], Any]:
+    async def guarded(message: dict[str, Any]) -> Any:
+        if message.get("type") == "websocket.send" and closing(protocol):
+            return None  # what daphne does once the connection is gone
+        return await send(message)
+
+    return guarded
+
+
 class TransportBacklog:
-    """ASGI middleware adding the backlog probe to websocket scopes and capping client frames
-    (see the module)."""
+    """ASGI middleware adding the backlog probe to websocket scopes, capping client frames and
+    dropping frames sent to a closing connection (see the module)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -75,4 +100,5 @@ class TransportBacklog:
                 BACKLOG_EXTENSION: backlog_probe(protocol),
             }
             scope = {**scope, "extensions": extensions}
+            send = _dropping_when_closing(send, protocol)
         return await self.app(scope, receive, send)

@@ -11,7 +11,8 @@ from the database and sent as ``replay`` frames. An idle subscription checks the
 
 Channels hands a consumer one message at a time, so a subscription's database read and the live
 messages that arrive meanwhile never interleave: they wait in the channel layer. A background
-ticker (the head, re-checking credentials, flushing a slow socket) takes the same lock.
+ticker (the head, flushing a slow socket) takes the same lock. Credentials are re-checked for
+every socket of the process at once (``ws_auth.CredentialWatch``).
 
 Backpressure: daphne buffers what a socket has not taken yet without limit, and says nothing
 through ASGI. ``config.asgi`` puts the size of that buffer in
@@ -28,6 +29,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -53,7 +55,7 @@ from .services.interactions import call_resolve
 from .services.launches import launch_wire, workbench_group
 from .services.publish import conversation_group, unpack
 from .snapshots import snapshot_read
-from .ws_auth import still_valid
+from .ws_auth import credential_watch
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +69,11 @@ DURABLE_HIGH_BYTES = 1024 * 1024  # above: durable frames wait (re-read from the
 EPHEMERAL_HIGH_BYTES = 256 * 1024  # above: ephemeral frames are held and merged
 HELD_MAX_BYTES = 256 * 1024  # held ephemeral frames beyond this are dropped, oldest first
 REPLAY_READ_EVENTS = 1000  # events read from the database at once (ten replay frames at most)
+# ... and about this many bytes of them, going by the size of the events read (or sent live)
+# last: a socket that drains slowly must not have its whole backlog re-read for each megabyte
+# it takes, nor a few hundred large events read at once.
+REPLAY_READ_BYTES = 2 * DURABLE_HIGH_BYTES
+REPLAY_FIRST_READ_EVENTS = 10  # before any event was seen (an event may be 512 KiB)
 DRAIN_WAIT_SECONDS = 0.1  # how long a replay waits for a slow socket before it yields
 BUSY_TICK_SECONDS = 0.02  # the ticker's period while something waits for the socket to drain
 
@@ -82,6 +89,7 @@ class Subscription:
     conversation_id: str
     sent: int = 0  # the last sequence the client has (from a snapshot, replay or live frame)
     behind: bool = False  # events were held back for a slow socket: read them again
+    event_chars: int = 0  # the mean length of the events read or sent last (0: none yet)
     last_frame: float = field(default_factory=time.monotonic)
 
 
@@ -148,11 +156,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        self.auth_checked = time.monotonic()
         await self.send(_frame({"type": "hello", "protocolVersion": PROTOCOL_VERSION}))
+        credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
         self.ticker = asyncio.create_task(self._tick())
 
+    async def _revoked(self) -> None:
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
     async def disconnect(self, code: int) -> None:
+        credential_watch().discard(self)
         if getattr(self, "ticker", None) is not None:
             self.ticker.cancel()
         for cid in list(getattr(self, "subs", {})):
@@ -388,23 +400,31 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def _fill(self, sub: Subscription) -> None:
         """Send ``replay`` frames from ``sub.sent`` up to the head, read from the database. A
-        socket that does not drain leaves the rest for the ticker (``sub.behind``)."""
+        socket that does not drain leaves the rest for the ticker (``sub.behind``): no frame
+        is sent while the backlog is above ``DURABLE_HIGH_BYTES``, not even within one read."""
         while True:
             if not await self._drained(DURABLE_HIGH_BYTES):
                 sub.behind = True
                 self.wake.set()
                 return
             try:
-                last, events = await self._read(sub.conversation_id, sub.sent)
+                last, events = await self._read(
+                    sub.conversation_id, sub.sent, replay_read_limit(sub.event_chars)
+                )
             except NotFound:
                 await self._gone(sub)
                 return
             if not events:
                 sub.behind = False
                 return
+            sub.event_chars = sum(len(text) for _, text in events) // len(events)
             for frame, to in _replay_frames(sub.conversation_id, sub.sent, events):
                 if self.subs.get(sub.conversation_id) is not sub:
                     return  # unsubscribed meanwhile
+                if not await self._drained(DURABLE_HIGH_BYTES):
+                    sub.behind = True  # the rest is read again once the socket drains
+                    self.wake.set()
+                    return
                 await self._send_about(sub, frame)
                 sub.sent = to
             if sub.sent >= last:
@@ -412,8 +432,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 return
 
     @database_sync_to_async
-    def _read(self, cid: str, after: int) -> tuple[int, list[tuple[int, str]]]:
-        return selectors.replay_read(self.user, cid, after=after, limit=REPLAY_READ_EVENTS)
+    def _read(self, cid: str, after: int, limit: int) -> tuple[int, list[tuple[int, str]]]:
+        return selectors.replay_read(self.user, cid, after=after, limit=limit)
 
     async def _gone(self, sub: Subscription) -> None:
         """The conversation was deleted (or changed owner) while followed."""
@@ -432,15 +452,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return  # the ticker reads it from the database once the socket drains
         if sequence == sub.sent + 1:
             if self._backlog() <= DURABLE_HIGH_BYTES:
-                await self._send_about(
-                    sub,
-                    {
-                        "type": "conversation.event",
-                        "conversationId": cid,
-                        "event": message["event"],
-                    },
+                text = _frame(
+                    {"type": "conversation.event", "conversationId": cid, "event": message["event"]}
                 )
+                await self._send_about(sub, text)
                 sub.sent = sequence
+                sub.event_chars = len(text)  # what the next read may expect
             else:
                 sub.behind = True  # a slow socket: the database has it when it drains
                 self.wake.set()
@@ -505,11 +522,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._ephemeral(message)
         # Anything else (a newer server's message during an upgrade) is not for this client.
 
-    # --- the ticker: head frames, credentials, a slow socket ---------------------------------
+    # --- the ticker: head frames, a slow socket ----------------------------------------------
 
     async def _tick(self) -> None:
         head_every = settings.TOOLCORE_WS_HEAD_SECONDS
-        auth_every = settings.TOOLCORE_WS_AUTH_CHECK_SECONDS
         try:
             while True:
                 busy = bool(self.held) or any(s.behind for s in self.subs.values())
@@ -518,28 +534,20 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 else:
                     self.wake.clear()
                     now = time.monotonic()
-                    due = [self.auth_checked + auth_every]
-                    due += [s.last_frame + head_every for s in self.subs.values()]
+                    due = [s.last_frame + head_every for s in self.subs.values()]
+                    wait = max(0.0, min(due) - now) if due else None  # None: until woken
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.wake.wait(), max(0.0, min(due) - now))
+                        await asyncio.wait_for(self.wake.wait(), wait)
                 async with self.lock:
-                    if not await self._duties(head_every, auth_every):
-                        return
+                    await self._duties(head_every)
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001 - a dead ticker must not go unnoticed
             logger.exception("websocket ticker failed; closing the socket")
             await self.close(code=1011)
 
-    async def _duties(self, head_every: float, auth_every: float) -> bool:
+    async def _duties(self, head_every: float) -> None:
         now = time.monotonic()
-        if now - self.auth_checked >= auth_every:
-            self.auth_checked = now
-            if not await database_sync_to_async(still_valid)(
-                self.scope.get("auth", {}), self.user.pk
-            ):
-                await self.close(code=CLOSE_UNAUTHENTICATED)
-                return False
         for sub in list(self.subs.values()):
             if sub.behind and self._backlog() <= DURABLE_HIGH_BYTES:
                 await self._fill(sub)
@@ -563,7 +571,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                             "sequence": sub.sent,
                         },
                     )
-        return True
 
     @database_sync_to_async
     def _heads(self, cids: list[str]) -> dict[str, int]:
@@ -573,11 +580,20 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return {str(pk): last for pk, last in rows}
 
 
-def _replay_frames(cid: str, after: int, events: list[tuple[int, str]]) -> list[tuple[str, int]]:
+def replay_read_limit(event_chars: int) -> int:
+    """How many events to read at once: about ``REPLAY_READ_BYTES`` of events as long as the
+    ones seen last, ``REPLAY_FIRST_READ_EVENTS`` before any was seen."""
+    if event_chars <= 0:
+        return REPLAY_FIRST_READ_EVENTS
+    return max(1, min(REPLAY_READ_EVENTS, REPLAY_READ_BYTES // event_chars))
+
+
+def _replay_frames(
+    cid: str, after: int, events: list[tuple[int, str]]
+) -> Iterator[tuple[str, int]]:
     """``replay`` frames of encoded events (consecutive from ``after + 1``) within the replay
     budget (100 events, 512 KiB of event JSON; the first always goes in), with each frame's
-    ``to``."""
-    frames: list[tuple[str, int]] = []
+    ``to``; each made when asked for, so frames a slow socket does not get are never built."""
     start = 0
     head = f'{{"type":"replay","conversationId":"{cid}","from":'
     while start < len(events):
@@ -592,9 +608,8 @@ def _replay_frames(cid: str, after: int, events: list[tuple[int, str]]) -> list[
         frm = events[start - 1][0] if start else after
         to = events[stop - 1][0]
         body = ",".join(text for _, text in events[start:stop])
-        frames.append((f'{head}{frm},"to":{to},"events":[{body}]}}', to))
+        yield f'{head}{frm},"to":{to},"events":[{body}]}}', to
         start = stop
-    return frames
 
 
 class WorkbenchConsumer(AsyncWebsocketConsumer):
@@ -603,7 +618,6 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.user = self.scope.get("user")
-        self.ticker: asyncio.Task | None = None
         self.joined = False
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
@@ -613,7 +627,10 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
         self.joined = True
         launches = await self._launches()
         await self.send(_frame({"type": "snapshot", "launches": launches}))
-        self.ticker = asyncio.create_task(self._check_auth())
+        credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
+
+    async def _revoked(self) -> None:
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     @database_sync_to_async
     def _launches(self) -> list[dict[str, Any]]:
@@ -623,8 +640,7 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
         return [launch_wire(launch) for launch in rows]
 
     async def disconnect(self, code: int) -> None:
-        if self.ticker is not None:
-            self.ticker.cancel()
+        credential_watch().discard(self)
         if getattr(self, "joined", False):
             await self.channel_layer.group_discard(workbench_group(self.user.pk), self.channel_name)
 
@@ -651,16 +667,3 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
         for item in unpack(message):
             if item.get("type") in ("launch.changed", "launch.removed"):
                 await self.send(_frame(item))
-
-    async def _check_auth(self) -> None:
-        every = settings.TOOLCORE_WS_AUTH_CHECK_SECONDS
-        try:
-            while True:
-                await asyncio.sleep(every)
-                if not await database_sync_to_async(still_valid)(
-                    self.scope.get("auth", {}), self.user.pk
-                ):
-                    await self.close(code=CLOSE_UNAUTHENTICATED)
-                    return
-        except asyncio.CancelledError:
-            pass

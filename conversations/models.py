@@ -10,9 +10,17 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q, TextField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from .fields import CompactJSONField
+
+
+def json_text(path: str) -> Cast:
+    """A JSON key as text, the one expression both the indexes below and the queries that use
+    them write (``KT`` alone compares as JSON on SQLite; PostgreSQL's ``json`` has no ``=``)."""
+    return Cast(KT(path), output_field=TextField())
 
 
 class TimeStamped(models.Model):
@@ -64,6 +72,11 @@ class Turn(TimeStamped):
 
     class Meta:
         ordering = ["conversation", "ordinal"]
+        indexes = [
+            # The admin's turn list (newest first) filtered by status or origin.
+            models.Index(fields=["status", "created_at"], name="turn_status_recent"),
+            models.Index(fields=["origin", "created_at"], name="turn_origin_recent"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["conversation", "ordinal"], name="turn_ordinal_unique"),
             models.UniqueConstraint(
@@ -141,6 +154,16 @@ class ConversationEvent(models.Model):
                 fields=["conversation", "-sequence"],
                 condition=Q(message_id__isnull=False),
                 name="event_messages",
+            ),
+            # The admin's event list (newest first) filtered by type.
+            models.Index(fields=["type", "id"], name="event_type_id"),
+            # Responses by outcome, newest first: the admin's outcome filter and the support
+            # console's failed and indeterminate calls of the last 24 hours.
+            models.Index(
+                json_text("payload__outcome"),
+                "created_at",
+                condition=Q(type="tool_call_response"),
+                name="event_response_outcome",
             ),
         ]
         constraints = [
@@ -299,6 +322,14 @@ class Asset(models.Model):
 
     class Meta:
         ordering = ["created_at"]
+        indexes = [
+            # The admin's asset list, newest first, whole or by kind or truncated.
+            models.Index(fields=["created_at"], name="asset_recent"),
+            models.Index(fields=["kind", "created_at"], name="asset_kind_recent"),
+            models.Index(
+                fields=["created_at"], condition=Q(truncated=True), name="asset_truncated_recent"
+            ),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=ASSET_KINDS), name="asset_kind_valid"),
         ]
@@ -345,6 +376,8 @@ class ToolActivity(TimeStamped):
             models.Index(fields=["conversation", "-ordinal"], name="activity_recent"),
             # A snapshot's cards: the latest turn's newest calls.
             models.Index(fields=["turn", "-ordinal"], name="activity_turn_recent"),
+            # The admin's activity list (newest first) filtered by status.
+            models.Index(json_text("state_json__status"), F("id"), name="activity_status_id"),
         ]
 
     def __str__(self) -> str:

@@ -21,6 +21,9 @@ Origins (docs/realtime.md, "Authentication"):
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import weakref
 from importlib import import_module
 from typing import Any
 from urllib.parse import urlparse
@@ -35,6 +38,8 @@ from django.utils import timezone
 
 from .auth import token_authenticate
 from .models import ApiToken
+
+logger = logging.getLogger(__name__)
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -135,24 +140,103 @@ def WebsocketAuthMiddleware(app: Any) -> Any:  # noqa: N802 - named like channel
     return CookieMiddleware(SessionMiddleware(_Authenticate(app)))
 
 
+def _session_valid(session_key: str, user_id: Any) -> bool:
+    # The session read afresh, as a new request would: logged out, expired, the user
+    # deactivated or the password changed all end it.
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    user = get_user(_SessionRequest({"session": store}))
+    return user.is_authenticated and user.pk == user_id
+
+
+def valid_tokens(token_ids: set[Any]) -> set[Any]:
+    """Of ``token_ids``, those still valid: not revoked, not expired, their user active. One
+    query; nothing written (no ``last_used_at``)."""
+    now = timezone.now()
+    rows = ApiToken.objects.filter(pk__in=token_ids, revoked_at__isnull=True, user__is_active=True)
+    rows = rows.exclude(expires_at__lte=now)
+    return set(rows.values_list("pk", flat=True))
+
+
 def still_valid(auth: dict[str, Any], user_id: Any) -> bool:
-    """Whether what authenticated a socket still holds: the token not revoked, not expired,
-    its user active; the session not ended. Read without writing (no ``last_used_at``)."""
+    """Whether what authenticated one socket still holds (see ``CredentialWatch``)."""
     method = auth.get("method")
     if method == "token":
-        row = (
-            ApiToken.objects.filter(pk=auth["token_id"])
-            .select_related("user")
-            .only("revoked_at", "expires_at", "user__is_active")
-            .first()
-        )
-        if row is None or row.revoked_at is not None or not row.user.is_active:
-            return False
-        return row.expires_at is None or row.expires_at > timezone.now()
+        return auth["token_id"] in valid_tokens({auth["token_id"]})
     if method == "session":
-        # The session read afresh, as a new request would: logged out, expired, the user
-        # deactivated or the password changed all end it.
-        store = import_module(settings.SESSION_ENGINE).SessionStore(auth["session_key"])
-        user = get_user(_SessionRequest({"session": store}))
-        return user.is_authenticated and user.pk == user_id
+        return _session_valid(auth["session_key"], user_id)
     return False
+
+
+def _invalid(entries: list[tuple[Any, dict[str, Any], Any]]) -> list[Any]:
+    """The sockets of ``entries`` (``(socket, auth, user id)``) whose credentials no longer
+    hold: one query for every token, one session read per distinct session."""
+    tokens = {auth["token_id"] for _, auth, _ in entries if auth.get("method") == "token"}
+    good_tokens = valid_tokens(tokens) if tokens else set()
+    sessions: dict[tuple[str, Any], bool] = {}
+    invalid = []
+    for socket, auth, user_id in entries:
+        method = auth.get("method")
+        if method == "token":
+            ok = auth["token_id"] in good_tokens
+        elif method == "session":
+            key = (auth["session_key"], user_id)
+            if key not in sessions:
+                sessions[key] = _session_valid(*key)
+            ok = sessions[key]
+        else:
+            ok = False
+        if not ok:
+            invalid.append(socket)
+    return invalid
+
+
+class CredentialWatch:
+    """Every ``TOOLCORE_WS_AUTH_CHECK_SECONDS``, one check of the credentials of every open
+    socket of this process (its event loop), instead of one query per socket: a revoked token,
+    an expired one, a deactivated user or a logged-out session closes its sockets with 4401.
+
+    A socket is ``add``-ed with a coroutine function to call when its credentials fail, and
+    ``discard``-ed when it closes. The watch runs while it has sockets.
+    """
+
+    def __init__(self) -> None:
+        self.sockets: dict[Any, tuple[dict[str, Any], Any, Any]] = {}
+        self.task: asyncio.Task | None = None
+
+    def add(self, socket: Any, auth: dict[str, Any], user_id: Any, on_invalid: Any) -> None:
+        self.sockets[socket] = (auth, user_id, on_invalid)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def discard(self, socket: Any) -> None:
+        self.sockets.pop(socket, None)
+
+    async def _run(self) -> None:
+        while self.sockets:
+            await asyncio.sleep(settings.TOOLCORE_WS_AUTH_CHECK_SECONDS)
+            entries = [(s, auth, uid) for s, (auth, uid, _) in list(self.sockets.items())]
+            if not entries:
+                break
+            try:
+                invalid = await database_sync_to_async(_invalid)(entries)
+            except Exception:  # noqa: BLE001 - the database is away: try again next round
+                logger.warning("websocket credential check failed", exc_info=True)
+                continue
+            for socket in invalid:
+                held = self.sockets.pop(socket, None)
+                if held is not None:
+                    await held[2]()
+
+
+_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CredentialWatch] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def credential_watch() -> CredentialWatch:
+    """The watch of the running event loop (daphne has one; each test its own)."""
+    loop = asyncio.get_running_loop()
+    watch = _watches.get(loop)
+    if watch is None:
+        watch = _watches[loop] = CredentialWatch()
+    return watch

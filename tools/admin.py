@@ -1,5 +1,8 @@
 """Admin of permission rules (where global rules are made), background commands and launches.
 
+Every admin here shares the support admin's ways (``conversations.admin.SupportAdmin``): times
+with seconds and zone, no count of the whole table.
+
 ``PermissionRule`` is plain configuration: the admin form saves it directly (``save_model`` sets
 ``created_by`` and ``source = admin``). That is the one direct write of the admin; everything
 else is read-only here and changes through the services and workers.
@@ -13,7 +16,14 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from conversations.admin import ExactSearchMixin, ReadOnlyAdmin, call_url, changelist_url, link
+from conversations.admin import (
+    ExactSearchMixin,
+    ReadOnlyAdmin,
+    SupportAdmin,
+    changelist_url,
+    link,
+    link_to_call,
+)
 from conversations.models import ConversationEvent
 
 from .models import AsyncRun, Launch, LeftProcess, PermissionRule
@@ -35,7 +45,7 @@ class RuleScopeFilter(admin.SimpleListFilter):
 
 
 @admin.register(PermissionRule)
-class PermissionRuleAdmin(ExactSearchMixin, admin.ModelAdmin):
+class PermissionRuleAdmin(ExactSearchMixin, SupportAdmin):
     list_display = (
         "tool_name",
         "pattern_or_all",
@@ -104,7 +114,9 @@ class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "finished_at",
         "acknowledged",
     )
-    list_filter = ("status", "acknowledged", "signal")
+    # Newest first; each filter has an index that also gives the order (run_status_recent,
+    # run_acknowledged_recent; run_recent for the whole list).
+    list_filter = ("status", "acknowledged")
     list_select_related = ("conversation",)
     search_fields = ("command", "cwd", "conversation__title")
     uuid_search_fields = ("id", "tool_call_id", "conversation_id")
@@ -133,7 +145,7 @@ class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="started by call")
     def call_link(self, obj: AsyncRun) -> str:
-        return format_html('<a href="{}">{}</a>', call_url(obj.tool_call_id), obj.tool_call_id)
+        return link_to_call(obj.tool_call_id)
 
     @admin.display(description="notice event")
     def notice_link(self, obj: AsyncRun) -> str:
@@ -154,7 +166,8 @@ class LaunchAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "owner",
         *PROCESS_FIELDS,
     )
-    list_filter = ("status", "signal")
+    # Newest first; the status filter has launch_status_recent (launch_recent the whole list).
+    list_filter = ("status",)
     list_select_related = ("owner",)
     search_fields = ("name", "command", "cwd", "owner__username")
     uuid_search_fields = ("id",)

@@ -110,6 +110,11 @@ class AsyncRun(ProcessRecord):
             models.Index(
                 fields=["conversation", "acknowledged", "notice_sequence"], name="run_queue"
             ),
+            # The admin's list (newest first), whole or by status (the support console's lost
+            # runs) or acknowledgement.
+            models.Index(fields=["started_at"], name="run_recent"),
+            models.Index(fields=["status", "started_at"], name="run_status_recent"),
+            models.Index(fields=["acknowledged", "started_at"], name="run_acknowledged_recent"),
         ]
 
     def __str__(self) -> str:
@@ -128,6 +133,11 @@ class Launch(ProcessRecord):
     class Meta:
         ordering = ["-started_at"]
         permissions = [("run_commands", "Can approve execute tools and start launches")]
+        indexes = [
+            # The admin's list (newest first), whole or by status.
+            models.Index(fields=["started_at"], name="launch_recent"),
+            models.Index(fields=["status", "started_at"], name="launch_status_recent"),
+        ]
 
     def __str__(self) -> str:
         return f"launch {self.name} ({self.status})"

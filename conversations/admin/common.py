@@ -1,5 +1,5 @@
-"""Pieces every admin module shares: small read-only display helpers, URLs, and the mixins
-that make an admin view-only and its search exact."""
+"""Pieces every admin module shares: small read-only display helpers, URLs, the capped
+paginator, and the mixins that make an admin view-only and its search exact."""
 
 from __future__ import annotations
 
@@ -9,16 +9,21 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib import admin
-from django.db.models import Q, TextField
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+from tools.catalog import tool_spec
+
 from ..storage import absolute_from_data
+from .times import SecondsMixin
 
 PRETTY_MAX_CHARS = 20_000  # a JSON value shown on a page is cut here
+SUBJECT_MAX_CHARS = 120  # a command or path cut in a list's row
+COUNT_CAP_ROWS = 10_000  # a change list counts its rows up to here, then reads "10,000+"
 
 # --- Values ----------------------------------------------------------------------------------
 
@@ -28,12 +33,6 @@ def as_uuid(text: Any) -> UUID | None:
         return UUID(str(text).strip())
     except ValueError:
         return None
-
-
-def json_text(path: str) -> Cast:
-    """A JSON key as text to compare with. (``KT`` alone compares as JSON on SQLite, and the
-    columns are ``json``, not ``jsonb``, on PostgreSQL, which has no ``=`` for ``json``.)"""
-    return Cast(KT(path), output_field=TextField())
 
 
 def pretty(value: Any) -> str:
@@ -49,6 +48,29 @@ def pre(value: Any) -> str:
     if value is None:
         return "—"
     return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', pretty(value))
+
+
+def cut(text: Any, limit: int = SUBJECT_MAX_CHARS) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_subject(tool_name: str, arguments: Any) -> str:
+    """What the call works on: its command or its path (the argument its permission rules
+    match), else a host tool's ``command``; empty when there is none."""
+    if not isinstance(arguments, dict):
+        return ""
+    name = tool_spec(tool_name).subject or "command"
+    value = arguments.get(name)
+    if not isinstance(value, str):
+        value = arguments.get("command") if isinstance(arguments.get("command"), str) else ""
+    return value
+
+
+def subject_text(tool_name: str, command: str | None, path: str | None) -> str:
+    """``call_subject`` from the two keys read in the database (arguments not loaded)."""
+    by_path = tool_spec(tool_name).subject == "path"
+    return cut((path if by_path else None) or command or "")
 
 
 def short(value: Any) -> str:
@@ -78,7 +100,7 @@ def link(obj: Any, text: Any = None) -> str:
 
 
 def call_url(call_id: Any) -> str:
-    """The call's page; for a settled call it redirects to its response event."""
+    """The call's page, unfinished or settled (``ToolCallAdmin.change_view``)."""
     return reverse("admin:conversations_toolcall_change", args=[call_id])
 
 
@@ -103,7 +125,34 @@ def asset_verify_url(asset: Any) -> str:
 # --- Mixins ----------------------------------------------------------------------------------
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class CappedCountPaginator(Paginator):
+    """Counts at most ``COUNT_CAP_ROWS + 1`` rows.
+
+    A change list counts the rows its filters match on every page; over a million events that
+    count alone reads the whole table. Past the cap the list says "more than 10,000" and its
+    page links stop there: narrow it with a filter or a search instead.
+    """
+
+    cap = COUNT_CAP_ROWS
+
+    @cached_property
+    def count(self) -> int:
+        return self.object_list.order_by().values("pk")[: self.cap + 1].count()
+
+    @property
+    def capped(self) -> bool:
+        return self.count > self.cap
+
+
+class SupportAdmin(SecondsMixin, admin.ModelAdmin):
+    """What every admin here shares: times with seconds and zone, no count of the whole table,
+    a capped count of the filtered rows."""
+
+    show_full_result_count = False
+    paginator = CappedCountPaginator
+
+
+class ReadOnlyAdmin(SupportAdmin):
     """View-only: rows change through services (actions), never through a form."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

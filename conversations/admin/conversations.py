@@ -105,11 +105,13 @@ class TurnAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
         "created_at",
         "ended_at",
     )
-    list_filter = ("status", "origin", "end_reason", "include_in_context")
+    # Newest first; each filter has an index that also gives the order (turn_status_recent,
+    # turn_origin_recent).
+    list_filter = ("status", "origin")
     list_select_related = ("conversation",)
+    ordering = ("-created_at",)
     search_fields = ("command", "input_id", "conversation__title", "conversation__owner__username")
     uuid_search_fields = ("id", "conversation_id")
-    show_full_result_count = False
     fields = (
         "id",
         "conversation",

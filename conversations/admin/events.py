@@ -24,6 +24,7 @@ from .common import (
     RowColumnsMixin,
     asset_absolute_path,
     asset_verify_url,
+    call_url,
     change_url,
     link_to_call,
     pre,
@@ -42,15 +43,15 @@ class ConversationEventAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
         "outcome",
         "conversation_link",
         "turn_ordinal",
-        "tool_call_id",
+        "call_link",
         "created_at",
     )
+    # Newest first by id; type is served by event_type_id, outcome by event_response_outcome.
     list_filter = ("type", EventOutcomeFilter)
     list_select_related = ("conversation", "turn")
     search_fields = ("message_id", "conversation__title", "conversation__owner__username")
     uuid_search_fields = ("tool_call_id", "conversation_id", "turn_id")
     int_search_fields = ("id",)
-    show_full_result_count = False
     ordering = ("-id",)
     fields = (
         "id",
@@ -65,6 +66,13 @@ class ConversationEventAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
     )
     readonly_fields = fields
 
+    def get_ordering(self, request):
+        # Filtered by outcome, the list reads index event_response_outcome (outcome,
+        # created_at) in its order: newest first by time, which is the order of ids.
+        if request.GET.get(EventOutcomeFilter.parameter_name):
+            return ("-created_at", "-id")
+        return super().get_ordering(request)
+
     def get_queryset(self, request):
         # Payloads can be large: the list reads only the outcome, in the database; the change
         # page loads the payload when it shows it.
@@ -75,6 +83,10 @@ class ConversationEventAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
     def outcome(self, obj: ConversationEvent) -> str:
         return getattr(obj, "_outcome", None) or ""
 
+    @admin.display(description="call")
+    def call_link(self, obj: ConversationEvent) -> str:
+        return link_to_call(obj.tool_call_id) if obj.tool_call_id else ""
+
     @admin.display(description="payload")
     def payload_pretty(self, obj: ConversationEvent) -> str:
         return pre(obj.payload)
@@ -82,17 +94,21 @@ class ConversationEventAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None and obj.type == ConversationEvent.Type.TOOL_CALL_RESPONSE:
             context["timeline"] = response_timeline(obj)
+            context["call_page_url"] = call_url(obj.tool_call_id)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
 
 def verify_assets(modeladmin: admin.ModelAdmin, request: HttpRequest, assets: Any) -> None:
     """Re-hash each asset's file (``asset_verify(force=True)``) and report OK or corrupt."""
     for asset in assets:
-        label = f"Asset {asset.pk} ({asset.kind}, {asset.size} bytes)"
+        of_call = f" of call {asset.tool_call_id}" if asset.tool_call_id else ""
+        label = f"Asset {asset.pk} ({asset.kind}, {asset.size} bytes){of_call}"
         try:
             asset_verify(asset, force=True)
         except AssetCorrupt as exc:
-            modeladmin.message_user(request, f"{label}: corrupt: {exc.message}", messages.ERROR)
+            modeladmin.message_user(
+                request, f"{label}: mismatch, the file is corrupt: {exc.message}", messages.ERROR
+            )
         else:
             modeladmin.message_user(request, f"{label}: OK, SHA-256 matches.", messages.SUCCESS)
 
@@ -110,11 +126,13 @@ class AssetAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
         "call_link",
         "created_at",
     )
-    list_filter = ("kind", "truncated", "media_type")
+    # Each filter has an index that also gives the order: asset_kind_recent,
+    # asset_truncated_recent (asset_recent for the whole list).
+    list_filter = ("kind", "truncated")
     list_select_related = ("conversation",)
+    ordering = ("-created_at",)
     search_fields = ("path", "^sha256", "conversation__title")
     uuid_search_fields = ("id", "tool_call_id", "conversation_id", "event__tool_call_id")
-    show_full_result_count = False
     actions = ("verify_digest",)
     fields = (
         "id",
@@ -189,11 +207,12 @@ class ToolActivityAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
         "conversation_link",
         "updated_at",
     )
+    # Newest first by id; status is served by activity_status_id, is_final by its own index.
     list_filter = (ActivityStatusFilter, "is_final")
     list_select_related = ("conversation",)
+    ordering = ("-id",)
     search_fields = ("state_json__toolName", "state_json__title", "conversation__title")
     uuid_search_fields = ("tool_call_id", "conversation_id", "turn_id")
-    show_full_result_count = False
     fields = (
         "tool_call_link",
         "conversation",

@@ -8,8 +8,7 @@ from django.utils import timezone
 
 from projections.fold import STATUS_ORDER
 
-from ..models import ConversationEvent, ToolCall
-from .common import json_text
+from ..models import ConversationEvent, ToolCall, json_text
 
 
 class ClaimExpiredFilter(admin.SimpleListFilter):

@@ -267,7 +267,7 @@ def test_custom_views_are_refused_to_non_staff(plain, world):
     [
         (ToolCall, "ls -la", "bash"),
         (ToolCall, "prov-run", "running"),
-        (ToolCall, "{bash}", "bash"),
+        (ToolCall, "{conversation}", "unfinished"),
         (ConversationEvent, "{settled}", "response"),
         (ConversationEvent, "alice", "all_events"),
         (Conversation, "Printer", "conversation"),
@@ -295,6 +295,7 @@ def test_search_finds_by_ids_names_and_commands(staff, world, model, term, expec
     wanted = {
         "bash": {str(world.bash_id)},
         "running": {str(world.running_id)},
+        "unfinished": {str(world.bash_id), str(world.running_id)},
         "response": {str(world.response.pk)},
         "all_events": {str(e.pk) for e in ConversationEvent.objects.all()},
         "conversation": {str(world.conversation.pk)},
@@ -312,10 +313,13 @@ def test_search_finds_by_ids_names_and_commands(staff, world, model, term, expec
     assert pks(staff.get(admin_url(model, "changelist"), {"q": "no-such-thing-anywhere"})) == set()
 
 
-def test_search_for_a_settled_call_points_to_its_response(staff, world):
-    response = staff.get(admin_url(ToolCall, "changelist"), {"q": str(world.settled_id)})
-    assert pks(response) == set()
-    assert any("has settled" in text for text in sent_messages(response))
+@pytest.mark.parametrize("which", ["bash_id", "running_id", "settled_id"])
+def test_searching_a_call_id_opens_its_page_unfinished_or_settled(staff, world, which):
+    call_id = getattr(world, which)
+    response = staff.get(admin_url(ToolCall, "changelist"), {"q": f" {call_id} "})
+    assert response.status_code == 302
+    assert response["Location"] == admin_url(ToolCall, "change", call_id)
+    assert staff.get(response["Location"]).status_code == 200
 
 
 # --- Filters ----------------------------------------------------------------------------------
@@ -651,7 +655,7 @@ def test_running_call_timeline_shows_events_claim_and_wire(staff, world):
     assert "prov-run" in text  # its tool_call block
     assert "&quot;status&quot;: &quot;in_progress&quot;" in text  # wire projection
     assert "Not yet: the model projection is made when the call settles." in text
-    assert "Cancel this call" in text and "Release claim" in text
+    assert "Cancel call" in text and "Release expired claim" in text
 
 
 def test_awaiting_call_timeline_shows_the_interaction(staff, world):
@@ -662,10 +666,12 @@ def test_awaiting_call_timeline_shows_the_interaction(staff, world):
     assert "&quot;kind&quot;: &quot;approval&quot;" in page.content.decode()
 
 
-def test_settled_call_by_id_redirects_to_its_response(staff, world):
-    response = staff.get(admin_url(ToolCall, "change", world.settled_id))
-    assert response.status_code == 302
-    assert response["Location"] == admin_url(ConversationEvent, "change", world.response.pk)
+def test_settled_call_by_id_has_its_page_built_from_its_response(staff, world):
+    page = staff.get(admin_url(ToolCall, "change", world.settled_id))
+    assert page.status_code == 200
+    assert page.context["response"].pk == world.response.pk
+    assert page.context["timeline"]["settled"] is True
+    assert admin_url(ConversationEvent, "change", world.response.pk) in page.content.decode()
 
 
 def test_response_event_shows_projections_side_by_side_and_assets(staff, world):

@@ -10,6 +10,13 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from config.asgi import application
+from conversations.consumers import (
+    DURABLE_HIGH_BYTES,
+    REPLAY_FIRST_READ_EVENTS,
+    REPLAY_READ_BYTES,
+    REPLAY_READ_EVENTS,
+    replay_read_limit,
+)
 from conversations.services.activity import activity_fold
 from projections.fold import apply_tool_update
 from tests.conversations.helpers import assistant_calls
@@ -17,6 +24,7 @@ from tests.conversations.helpers import assistant_calls
 from .helpers import (
     connect,
     conversation_with_turn,
+    frames_until,
     hello,
     published,
     receive,
@@ -107,6 +115,52 @@ class Backlog:
     async def __call__(self, scope, receive, send):
         scope = {**scope, "extensions": {"toolcore.backlog": lambda: self.bytes}}
         return await self.app(scope, receive, send)
+
+
+class KeptBacklog(Backlog):
+    """A client that takes nothing: each frame sent adds to the backlog until the test sets it
+    back to 0; ``at_sends`` is the backlog each frame was sent at."""
+
+    def __init__(self, app) -> None:
+        super().__init__(app)
+        self.at_sends: list[int] = []
+
+    async def __call__(self, scope, receive, send):
+        async def kept(message):
+            if message["type"] == "websocket.send" and message.get("text"):
+                self.at_sends.append(self.bytes)
+                self.bytes += len(message["text"].encode())
+            await send(message)
+
+        return await super().__call__(scope, receive, kept)
+
+
+async def test_a_replay_sends_no_page_past_the_backlog_limit_and_the_rest_once_drained(user):
+    # 1.6 MB of events, four replay pages of ~400 KB: the pages of one read stop at the limit.
+    token = await token_for(user)
+    conversation, turn_id = await conversation_with_turn(user)
+    head = (await say(conversation, turn_id, 400, text="x" * 4000))[-1]
+    app = KeptBacklog(application)
+    socket = await connect(token, app=app)
+    await hello(socket)
+    await send(socket, {"type": "subscribe", "conversationId": str(conversation.pk), "after": 0})
+    frames = [await receive(socket)]
+    while not await socket.receive_nothing(timeout=0.3):
+        frames.append(await receive(socket))
+    assert frames[-1]["to"] < head
+    app.bytes = 0  # it drained
+    frames += await frames_until(socket, lambda f: f.get("to") == head)
+    assert sequences(frames) == list(range(1, head + 1))
+    assert app.at_sends[0] == 0  # the hello
+    assert all(at <= DURABLE_HIGH_BYTES for at in app.at_sends)
+    await socket.disconnect()
+
+
+def test_replay_reads_are_sized_by_the_events_read_last():
+    assert replay_read_limit(0) == REPLAY_FIRST_READ_EVENTS  # none seen yet
+    assert replay_read_limit(300) == REPLAY_READ_EVENTS  # small events: the most at once
+    assert replay_read_limit(256 * 1024) == REPLAY_READ_BYTES // (256 * 1024) == 8
+    assert replay_read_limit(10**9) == 1
 
 
 @sync_to_async

@@ -9,8 +9,9 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from config.asgi import application
-from conversations.auth import token_revoke
+from conversations.auth import token_create, token_revoke
 from conversations.models import ApiToken
+from conversations.ws_auth import _invalid
 
 from .helpers import connect, conversation_with_turn, hello, receive, send, token_for
 
@@ -108,3 +109,15 @@ async def test_the_bearer_header_is_judged_alone(user):
     cookie = await session_cookie(user)
     socket = await connect("tc_wrong", headers=[(b"cookie", cookie)])
     assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+
+
+@pytest.mark.django_db(transaction=False)
+def test_one_query_checks_the_tokens_of_every_socket(user, other_user, django_assert_num_queries):
+    rows = [token_create(user=u)[0] for u in (user, user, other_user)]
+    token_revoke(token_id=rows[1].pk)
+    entries = [
+        (f"socket-{i}", {"method": "token", "token_id": r.pk}, r.user_id)
+        for i, r in enumerate(rows)
+    ]
+    with django_assert_num_queries(1):
+        assert _invalid(entries) == ["socket-1"]

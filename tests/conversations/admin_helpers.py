@@ -1,0 +1,136 @@
+"""Helpers of the support admin's tests: URLs, messages, clients with given permissions, and
+calls in the states the console and the call page show."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import Permission
+from django.contrib.messages import get_messages
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from conversations.models import ConversationEvent, ToolActivity, ToolCall
+from conversations.services.async_runs import async_run_start, async_runs_lost
+from conversations.services.claims import claim_acquire
+from conversations.services.settlement import ClaimGuard, call_settle
+from conversations.storage import attempt_relative
+from tools.models import AsyncRun
+
+from ..factories import UserFactory
+from .helpers import assistant_calls, open_turn
+
+# A time as the admin shows it: seconds and zone.
+WHEN = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+
+
+def admin_url(model, view: str, *args) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def call_page_url(call_id) -> str:
+    return reverse("admin:conversations_toolcall_change", args=[call_id])
+
+
+def operate_url(call_id, operation: str) -> str:
+    return reverse("admin:conversations_toolcall_operate", args=[call_id, operation])
+
+
+def sent_messages(response) -> list[str]:
+    return [str(m.message) for m in get_messages(response.wsgi_request)]
+
+
+def operate(client, call_id, operation: str) -> list[tuple[str, str]]:
+    """Press a call page's button: the page it lands on (the call's) and the messages it
+    shows, as ``(level, text)``."""
+    response = client.post(operate_url(call_id, operation), follow=True)
+    assert response.redirect_chain == [(call_page_url(call_id), 302)], response.redirect_chain
+    return [(m.level_tag, str(m.message)) for m in response.context["messages"]]
+
+
+def operations_section(page) -> str:
+    """The call page's operations, as HTML."""
+    html = page.content.decode()
+    return html[html.index('id="call-operations-module"') : html.index('id="call-arguments"')]
+
+
+def client_of(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def staff_with(*codenames: str, username: str | None = None):
+    """A staff member (not a superuser) with exactly these permissions."""
+    extra = {"username": username} if username else {}
+    user = UserFactory(is_staff=True, **extra)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return user
+
+
+# --- Calls in given states -----------------------------------------------------------------------
+
+
+def calls(conversation, *blocks: tuple[str, dict[str, Any]]) -> list[str]:
+    """Tool calls of one assistant message in the conversation's open turn (supervised)."""
+    posted = assistant_calls(conversation, open_turn(conversation), *blocks)
+    return [str(call_id) for call_id in posted.call_ids]
+
+
+def settle(
+    call_id, outcome: str = "completed", *, worker: str = "w", **kwargs
+) -> ConversationEvent:
+    """Claim a ready call and settle it under that claim."""
+    claim = claim_acquire(call_id=call_id, worker=worker)
+    assert claim is not None
+    if outcome == "completed":
+        kwargs.setdefault("result", {"content": [{"type": "text", "text": "done"}]})
+        kwargs.setdefault("text", "done")
+    else:
+        kwargs.setdefault("reason", f"It ended {outcome}.")
+    return call_settle(
+        call_id=call_id,
+        outcome=outcome,
+        guard=ClaimGuard(claim.token, claim.generation),
+        **kwargs,
+    )
+
+
+def state_of(call_id) -> str:
+    return ToolCall.objects.get(pk=call_id).state
+
+
+def outcome_of(call_id) -> str:
+    return ConversationEvent.objects.get(tool_call_id=call_id).payload["outcome"]
+
+
+def age(call_id, *, minutes: float) -> None:
+    """The call has waited this long in its state: its activity last changed then (the
+    console's measure of waiting)."""
+    ToolActivity.objects.filter(tool_call_id=call_id).update(
+        updated_at=timezone.now() - timedelta(minutes=minutes)
+    )
+
+
+def lost_run(conversation, call_id) -> AsyncRun:
+    """An async run whose watcher stopped, found ``lost`` by the service recovery runs."""
+    run = async_run_start(
+        run_id=uuid.uuid4(),
+        conversation_id=conversation.pk,
+        tool_call_id=call_id,
+        command="make watch",
+        cwd="/ws",
+        folder=attempt_relative(conversation.pk, call_id, 1),
+        host="elsewhere",
+        pid=1,
+        pgid=1,
+        process_start=1,
+    )
+    AsyncRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    assert [r.pk for r in async_runs_lost()] == [run.pk]
+    run.refresh_from_db()
+    return run
