@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)
 	DEBUG=1 $(BIN)/python manage.py migrate --no-input
 	DEBUG=1 $(BIN)/python manage.py seed_demo
-	@echo "Toolcore on http://$(HOST):$(PORT)/  (admin: /admin/, API docs: /api/v1/docs)"
+	@echo "Toolcore on http://$(HOST):$(PORT)/  (log in as demo; admin: /admin/, API docs: /api/v1/docs)"
 	DEBUG=1 $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 # The browser tests (tests/browser/) need Debian's Chromium; without it they are skipped.

@@ -43,7 +43,12 @@
       credentials: "same-origin",
     });
     const text = await response.text();
-    const body = text ? JSON.parse(text) : null;
+    let body = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch (_) {
+      if (response.ok) throw new ApiError(response.status, null); // not the API's JSON
+    }
     if (!response.ok) throw new ApiError(response.status, body);
     return body;
   }

@@ -395,11 +395,9 @@
           })
           .catch(() => {});
       }
-      for (const [requestId, pending] of pendingResolves) {
-        if (!pending.sent) continue;
-        pendingResolves.delete(requestId); // the answer was lost with the socket: ask again
-        pending.reject(new Error("The connection dropped; try again."));
-      }
+      // An answer lost with the old socket: the same request again (a requestId is an
+      // idempotency key) answers what was recorded.
+      for (const pending of pendingResolves.values()) socket.send(pending.frame);
     },
     onFrame,
   });
@@ -414,7 +412,7 @@
         reject(new Error("Not connected: wait until the page is live again."));
         return;
       }
-      pendingResolves.set(requestId, { resolve, reject, sent: true });
+      pendingResolves.set(requestId, { frame, resolve, reject });
     });
   }
 

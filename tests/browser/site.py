@@ -1,11 +1,12 @@
 """A live Toolcore for the browser tests: a real daphne (websockets!) on a free port.
 
-The site has a database of its own: a fresh SQLite file, or, when the suite runs on
-PostgreSQL, a database created for it on the same server (dropped at the end). It is migrated,
-loaded with ``seed_demo --force`` (the demo user, its token and the demo conversation), and
-served with ``TOOLCORE_WORKERS=1``, so the embedded worker runs the calls the tests approve.
-With ``REDIS_URL`` the site uses Redis too, in a database number of its own: the suite flushes
-its own layer's keys after every test, which must not touch the live site's groups.
+A ``Site`` of the end-to-end harness (tests/realtime/daphne_helpers.py: a database of its own,
+a fresh SQLite file or a database created on the suite's PostgreSQL server and dropped at the
+end), loaded with ``seed_demo --force`` instead of a bare superuser: the demo user, its token
+and the demo conversation, as the README's quick start has them. Served with
+``TOOLCORE_WORKERS=1``, so the embedded worker runs the calls the tests approve. With
+``REDIS_URL`` the site uses Redis in a database number of its own: the suite flushes its own
+layer's keys after its tests, which must not touch the live site's groups.
 
 Nothing here touches the test process's database: the tests speak HTTP, websockets and
 ``manage.py``.
@@ -14,13 +15,7 @@ Nothing here touches the test process's database: the tests speak HTTP, websocke
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -28,28 +23,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parents[2]
-START_SECONDS = 30  # a daphne that does not answer /healthz by then failed to start
-STOP_SECONDS = 10  # after SIGTERM, then SIGKILL
-# Only what a process needs to run: nothing of the suite's own settings leaks into the site.
-INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+from tests.realtime.daphne_helpers import (
+    ROOT,
+    Daphne,
+    Site,
+    _postgres_database,
+    redis_url,
+    uses_postgresql,
+)
+
+__all__ = ["ROOT", "LiveSite"]
+
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _suite_settings() -> tuple[str, str]:
-    """The suite's ``DATABASE_URL`` when it is PostgreSQL (else ``""``) and ``REDIS_URL``."""
-    from django.conf import settings
-    from django.db import connection
-
-    database = settings.DATABASE_URL if connection.vendor == "postgresql" else ""
-    return database, settings.REDIS_URL
 
 
 def _own_redis_database(url: str) -> str:
@@ -59,139 +45,44 @@ def _own_redis_database(url: str) -> str:
     return urlunsplit(parts._replace(path="/14" if current == "15" else "/15"))
 
 
-def _postgres_database(suite_url: str) -> tuple[str, Any]:
-    """A new, empty database on the server of ``suite_url``: its URL and a function dropping it."""
-    import psycopg
-    from psycopg import sql
-
-    name = f"toolcore_browser_{secrets.token_hex(6)}"
-    parts = urlsplit(suite_url)
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-    def drop() -> None:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-    return urlunsplit(parts._replace(path=f"/{name}")), drop
-
-
-class LiveSite:
-    """One daphne serving a seeded database; ``url``, the demo user, token and conversation."""
+class LiveSite(Site):
+    """One daphne serving the seeded demo: ``url``, the demo user, token and conversation."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.port = 0
-        self.process: subprocess.Popen | None = None
+        super().__init__(root, TOOLCORE_WORKERS="1")
+        if redis_url():
+            self.env["REDIS_URL"] = _own_redis_database(redis_url())
         self.username = DEMO_USERNAME
         self.password = DEMO_PASSWORD
         self.token = ""
         self.demo_conversation = ""
-        self._drop: Any = None
-        self.log = root / "daphne.stderr"
-        self.env = {k: os.environ[k] for k in INHERITED if k in os.environ}
-        self.env.update(
-            DJANGO_SETTINGS_MODULE="config.settings",
-            PYTHONUNBUFFERED="1",
-            SECRET_KEY=secrets.token_urlsafe(48),
-            ALLOWED_HOSTS="127.0.0.1,localhost",
-            DATA_DIR=str(root / "data"),
-            TOOLCORE_WORKSPACE_ROOT=str(root / "workspaces"),
-            TOOLCORE_WORKERS="1",
-            LOG_LEVEL="WARNING",
-        )
+        self.server: Daphne | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        assert self.server is not None
+        return self.server.http_url
 
     def create(self) -> LiveSite:
+        """The harness's database, migrated, then ``seed_demo`` as ``make run`` does (its user
+        is the README's, not the harness's superuser)."""
         (self.root / "data").mkdir(parents=True, exist_ok=True)
         (self.root / "workspaces").mkdir(parents=True, exist_ok=True)
-        database, redis = _suite_settings()
-        if database:
-            self.env["DATABASE_URL"], self._drop = _postgres_database(database)
+        if uses_postgresql():
+            from django.conf import settings
+
+            self.env["DATABASE_URL"], self._drop = _postgres_database(settings.DATABASE_URL)
         else:
             self.env["DATABASE_URL"] = f"sqlite:///{self.root / 'db.sqlite3'}"
-        if redis:
-            self.env["REDIS_URL"] = _own_redis_database(redis)
         self.manage("migrate", "--no-input", "-v", "0")
-        seeded = self.manage("seed_demo", "--force")
+        seeded = self.manage("seed_demo", "--force", timeout=120)
         self.demo_conversation = re.search(r"^Demo conversation: (\S+)$", seeded, re.M).group(1)
         self.token = re.search(r"^Demo token: (\S+)$", seeded, re.M).group(1)
         return self
 
-    def manage(self, *args: str, timeout: float = 120) -> str:
-        """Run ``manage.py`` with the site's environment; its stdout (raises on failure)."""
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"manage.py {args[0]} exited {done.returncode}:\n{done.stderr}")
-        return done.stdout
-
     def start(self) -> LiveSite:
-        for _ in range(3):
-            self.port = free_port()
-            with self.log.open("ab") as stderr:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
-                    + ["config.asgi:application"],
-                    cwd=ROOT,
-                    env=self.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                )
-            if self._wait_healthy():
-                return self
-            if "Address already in use" not in self.stderr():
-                break
-        raise AssertionError(f"daphne did not start on port {self.port}:\n{self.stderr()}")
-
-    def _wait_healthy(self) -> bool:
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as answer:
-                    if answer.status == 200:
-                        return True
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        return False
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def close(self) -> None:
-        self.stop()
-        errors = self.stderr().strip()
-        if errors:
-            print(f"--- daphne on port {self.port}, stderr ---\n{errors[-20000:]}")
-        if self._drop is not None:
-            self._drop()
+        self.server = self.daphne()
+        return self
 
     # --- the API, as an agent would call it -----------------------------------------------
 

@@ -187,3 +187,30 @@ def test_arguments_streamed_before_the_message_show_a_card(user_page, live_site)
     expect(page.locator(f'article.card[data-call-id="{call_id}"] .badge')).to_have_text(
         re.compile("Completed|Failed"), timeout=RUN_MS
     )
+
+
+def test_an_approval_whose_answer_is_lost_is_asked_again_after_a_reconnect(user_page, live_site):
+    page = user_page
+    cid = live_site.conversation("lost answer")
+    turn = live_site.user_says(cid, "u1", "go")
+    (call_id,) = live_site.assistant_calls(cid, turn, "a1", [("bash", {"command": "echo once"})])
+    open_conversation(page, cid)
+    # The server's `resolved` frame is lost with the socket: the page sends the same request
+    # (same requestId) after reconnecting and gets the recorded answer.
+    page.evaluate(
+        """() => {
+             const socket = Toolcore.page.socket;
+             const onFrame = socket.handlers.onFrame;
+             let lost = false;
+             socket.handlers.onFrame = (frame) => {
+               if (frame.type === "resolved" && !lost) { lost = true; socket.drop(); return; }
+               onFrame(frame);
+             };
+           }"""
+    )
+    card = page.locator(f'article.card[data-call-id="{call_id}"]')
+    card.get_by_role("button", name="Allow once").click()
+    expect(card.locator(".interaction.record")).to_contain_text("Allowed once by demo.")
+    expect(card.locator(".badge")).to_have_text("✓Completed", timeout=RUN_MS)
+    payload = live_site.call(call_id)["response"]["payload"]
+    assert payload["resolution"] == {"kind": "approval", "decision": "allow", "persist": False}
