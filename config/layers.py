@@ -9,10 +9,17 @@ a day. Here the pool waits, up to ``POOL_TIMEOUT_SECONDS``, for a connection to 
 And a read waits longer than the layer's blocking pop (``brpop_timeout``, 5 s): redis-py's
 default socket timeout is those same 5 s, so on a busy machine the read gave up first and the
 consumer died with "Timeout reading from …" (found by the end-to-end tests under load).
+
+And a cancelled receive stops. On Python 3.11, ``asyncio.wait_for`` swallows the cancellation
+of its caller when the awaited operation finishes in the same step (fixed in 3.12); redis-py
+sends every command through it. A consumer whose socket closed while its receive was sending a
+command then kept popping its dead channel forever, one blocking pop after another. The task
+still counts the request (``Task.cancelling()``), so the receive checks it before each pop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
@@ -35,3 +42,9 @@ class RedisChannelLayer(_RedisChannelLayer):
         # blocking pop waits: under load the read timed out first and the consumer died.
         host.setdefault("socket_timeout", self.brpop_timeout + SOCKET_TIMEOUT_MARGIN_SECONDS)
         return BlockingConnectionPool.from_url(address, **host)
+
+    async def _brpop_with_clean(self, index: int, channel: str, timeout: int) -> Any:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError
+        return await super()._brpop_with_clean(index, channel, timeout)

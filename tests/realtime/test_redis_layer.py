@@ -22,3 +22,23 @@ async def test_a_burst_beyond_the_pool_waits_instead_of_failing():
     got = await asyncio.gather(*(layer.receive(name) for name in channels[:5]))
     assert got == [{"type": "ping"}] * 5
     await asyncio.gather(*(layer.group_discard("burst", name) for name in channels))
+
+
+async def test_a_receive_whose_cancellation_was_swallowed_still_stops():
+    """Python 3.11's ``asyncio.wait_for`` (inside redis-py) can swallow a cancellation; the
+    receive loop must not then pop its channel forever."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+
+    async def swallowed() -> object:
+        asyncio.current_task().cancel()
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:  # what wait_for does when its operation finished first
+            pass
+        return await layer.receive(channel)
+
+    task = asyncio.ensure_future(swallowed())
+    done, _ = await asyncio.wait([task], timeout=layer.brpop_timeout * 3)
+    assert done, "the receive kept waiting after its task was cancelled"
+    assert task.cancelled()
