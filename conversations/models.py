@@ -368,6 +368,8 @@ class ToolActivity(TimeStamped):
     raw_sha1 = models.CharField(max_length=40, blank=True, default="")
     # Derived from state_json["status"] on every write; indexed for the recovery sweep.
     is_final = models.BooleanField(default=False, db_index=True)
+    # The worker of the call's last claim: the claim row goes at settlement, this stays.
+    worker = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         verbose_name_plural = "tool activities"

@@ -52,6 +52,7 @@ as text is split whole: listings are small).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
@@ -95,8 +96,12 @@ def project_transcript(
     result_text: str | None = None,
     result_items: Iterable[Any] | None = None,
     directories: Collection[str] | None = None,
+    result_lines: int | None = None,
 ) -> dict[str, Any]:
-    """The tool card's previews: ≤ 6 entries each, ≤ 8,192 bytes together, secrets masked."""
+    """The tool card's previews: ≤ 6 entries each, ≤ 8,192 bytes together, secrets masked.
+
+    ``result_lines``: for ``bash``, the line count of the whole output when ``result_text`` is
+    only its last lines (``output_tail``)."""
     args_preview = _fit_entries(_argument_entries(tool_name, arguments), ARGS_BUDGET_BYTES)
     room = PREVIEW_BUDGET_BYTES - sum(utf8_size(entry) for entry in args_preview)
 
@@ -104,7 +109,7 @@ def project_transcript(
     direction = "tail" if tool_name == "bash" else "head"
     if tool_name == "bash":
         text = result_text or ""
-        total = count_lines(text)
+        total = count_lines(text) if result_lines is None else result_lines
         backwards = (_span_entry(text, s, e) for s, e in _last_line_spans(text))
         result_preview = _fit_entries(backwards, room)[::-1]
     else:
@@ -140,6 +145,54 @@ def is_secret_key(key: str) -> bool:
 def mask_url_credentials(text: str) -> str:
     """``text`` with every ``scheme://user:pass@host`` shown as ``scheme://***@host``."""
     return _masked_prefix(text, 0, len(text), None)
+
+
+# A line of a file's tail is kept up to this many bytes: far more than any entry shows, so a
+# credential in a URL that starts within the shown part is still seen whole and masked.
+TAIL_LINE_KEEP_BYTES = 64 * 1024
+_CHUNK_BYTES = 1 << 20
+
+
+def output_tail(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """``(text, lines)`` for a ``bash`` preview of the output file at ``path``, in memory
+    bounded whatever its size: ``text`` holds its last ``PREVIEW_MAX_ENTRIES`` lines, each cut to
+    its first ``TAIL_LINE_KEEP_BYTES`` (decoded as UTF-8, invalid bytes replaced), and ends with
+    a break when the file does; ``lines`` counts all of the file's lines by the same rule as
+    ``count_lines``. ``project_transcript(result_text=text, result_lines=lines)`` then gives
+    the preview of the whole output."""
+    with open(path, "rb") as file:
+        breaks, size, last = 0, 0, b""
+        while chunk := file.read(_CHUNK_BYTES):
+            breaks += chunk.count(b"\n")
+            size += len(chunk)
+            last = chunk[-1:]
+        if size == 0:
+            return "", 0
+        ends_with_break = last == b"\n"
+        lines = breaks if ends_with_break else breaks + 1
+        # The starts of the last lines, found reading backwards from before the final break.
+        end = size - 1 if ends_with_break else size
+        starts: list[int] = []
+        position = end
+        while position > 0 and len(starts) < PREVIEW_MAX_ENTRIES:
+            begin = max(0, position - _CHUNK_BYTES)
+            file.seek(begin)
+            chunk = file.read(position - begin)
+            found = chunk.rfind(b"\n")
+            while found >= 0 and len(starts) < PREVIEW_MAX_ENTRIES:
+                starts.append(begin + found + 1)
+                found = chunk.rfind(b"\n", 0, found)
+            position = begin
+        if len(starts) < PREVIEW_MAX_ENTRIES and position == 0:
+            starts.append(0)
+        starts = sorted(set(starts))[-PREVIEW_MAX_ENTRIES:]
+        kept = []
+        for index, start in enumerate(starts):
+            stop = starts[index + 1] - 1 if index + 1 < len(starts) else end
+            file.seek(start)
+            kept.append(file.read(min(stop - start, TAIL_LINE_KEEP_BYTES)))
+    text = b"\n".join(kept).decode("utf-8", "replace")
+    return (text + "\n" if ends_with_break else text), lines
 
 
 def count_lines(text: str) -> int:

@@ -28,7 +28,7 @@ S = ToolCall.State
 # An attempt's files live in ``…/tool-calls/<call id>/g<generation>/`` (storage.py).
 _GENERATION_FOLDER = re.compile(r"/g(\d+)/")
 
-WORKER_GONE = "not kept: the claim goes when the call settles"
+NO_WORKER = "— (not run by a worker)"
 
 
 @dataclass(frozen=True)
@@ -68,15 +68,18 @@ class Summary:
         return f"Call {self.call_id} ({self.tool}, {self.status.replace('_', ' ')})"
 
 
-def _activity_times(call_id: Any) -> tuple[Any, Any, Any]:
-    """(created, startedAt, finishedAt) of the call's activity; Nones when it has none."""
+def _activity_times(call_id: Any) -> tuple[Any, Any, Any, str]:
+    """(created, startedAt, finishedAt, worker) of the call's activity; Nones and "" when it
+    has none."""
     activity = (
-        ToolActivity.objects.filter(tool_call_id=call_id).only("created_at", "state_json").first()
+        ToolActivity.objects.filter(tool_call_id=call_id)
+        .only("created_at", "state_json", "worker")
+        .first()
     )
     if activity is None:
-        return None, None, None
+        return None, None, None, ""
     state = activity.state_json if isinstance(activity.state_json, dict) else {}
-    return activity.created_at, state.get("startedAt"), state.get("finishedAt")
+    return activity.created_at, state.get("startedAt"), state.get("finishedAt"), activity.worker
 
 
 def _buttons(call: ToolCall, claim: dict[str, Any] | None) -> list[Button]:
@@ -101,7 +104,7 @@ def _buttons(call: ToolCall, claim: dict[str, Any] | None) -> list[Button]:
 def unfinished_summary(call: ToolCall, now: datetime | None = None) -> Summary:
     now = now or timezone.now()
     claim = claim_summary(ExecutionClaim.objects.filter(call_id=call.pk).first())
-    created, started, _ = _activity_times(call.pk)
+    created, started, _, _ = _activity_times(call.pk)
     if started is None and claim is not None:
         started = claim["acquired_at"]
     return Summary(
@@ -142,7 +145,7 @@ def settled_generation(event: ConversationEvent) -> Any:
 def settled_summary(event: ConversationEvent) -> Summary:
     payload = event.payload if isinstance(event.payload, dict) else {}
     tool = str(payload.get("toolName", ""))
-    created, started, finished = _activity_times(event.tool_call_id)
+    created, started, finished, worker = _activity_times(event.tool_call_id)
     finished = finished or event.created_at
     return Summary(
         call_id=event.tool_call_id,
@@ -153,7 +156,7 @@ def settled_summary(event: ConversationEvent) -> Summary:
         origin=str(payload.get("origin", "")),
         conversation=link(event.conversation),
         turn=event.turn.ordinal if event.turn_id else DASH,
-        worker=WORKER_GONE,
+        worker=worker or NO_WORKER,
         attempt=payload.get("attempts", DASH),
         generation=settled_generation(event),
         created=when(created),

@@ -145,6 +145,7 @@ def activity_fold(
     conversation_id: Any = None,
     written: FoldWrite | None = None,
     tracked: bool = False,
+    worker: str | None = None,
 ) -> ToolActivity | None:
     """Fold ``update`` into the call's activity and publish it with the new ``rev`` after
     commit: the one way an activity changes after its creation.
@@ -156,6 +157,9 @@ def activity_fold(
     ``tracked``: the update comes from a host (the host tool port). Its output goes through the
     per-turn tracker with the row's memory (``_track``), in this same locked read, so the next
     update may reach any process; what is folded and published is what the tracker answers.
+
+    ``worker``: the worker that claimed the call, kept on the row (the claim goes at
+    settlement; the admin's call page still names the worker of a settled call).
     """
     if written is not None:
         publish_tool_updated(conversation_id, written.rev + 1, update)
@@ -174,14 +178,17 @@ def activity_fold(
     if tracked and not activity.is_final:
         update = _track(activity, update)
     remembered = (activity.raw_length, activity.raw_sha1) != raw
+    kept = [*(_RAW if remembered else ()), *(("worker",) if worker is not None else ())]
+    if worker is not None:
+        activity.worker = worker
     after = apply_tool_update(before, update)
     if after == before:
-        if remembered:  # the tracker's memory changed, the state did not: no new rev
-            activity.save(update_fields=[*_RAW, "updated_at"])
+        if kept:  # the tracker's memory or the worker changed, the state did not: no new rev
+            activity.save(update_fields=[*kept, "updated_at"])
         return activity
     activity.rev += 1
     _store(activity, after)
-    activity.save(update_fields=[*_MUTABLE, *_RAW] if remembered else _MUTABLE)
+    activity.save(update_fields=[*_MUTABLE, *kept])
     publish_tool_updated(activity.conversation_id, activity.rev, update)
     return activity
 

@@ -55,16 +55,23 @@ def publish_call_removed(*, conversation_id: Any, call_id: Any, turn_id: Any) ->
 
 
 def call_moved(
-    call: ToolCall, status: str | None = None, *, fresh: bool = False, **update: Any
+    call: ToolCall,
+    status: str | None = None,
+    *,
+    fresh: bool = False,
+    worker: str | None = None,
+    **update: Any,
 ) -> None:
     """After a move of ``call`` (in the same transaction): re-read it (unless the caller holds
     it ``fresh``, as written), publish ``tool_call.changed``, and fold ``status`` (with
-    ``update``'s fields) into its activity."""
+    ``update``'s fields) into its activity; ``worker``: the claim's, kept on the activity."""
     if not fresh:
         call.refresh_from_db()
     publish_call_changed(call)
     if status is not None:
-        activity_fold(tool_call_id=call.pk, update=status_update(call, status, **update))
+        activity_fold(
+            tool_call_id=call.pk, update=status_update(call, status, **update), worker=worker
+        )
 
 
 def call_create(

@@ -74,7 +74,7 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
     # The row as just written (no re-read): it is locked by this transaction.
     call.state, call.generation, call.updated_at = S.RUNNING, generation, now
     call.claim = claim
-    call_moved(call, "in_progress", fresh=True)
+    call_moved(call, "in_progress", fresh=True, worker=worker)
     return Claim(call.pk, claim.token, generation, claim.expires_at)
 
 
@@ -158,7 +158,7 @@ def _announce(claims: Sequence[Claim]) -> None:
     )
     for call in calls:
         if call.generation == held[call.pk]:
-            call_moved(call, "in_progress", fresh=True)
+            call_moved(call, "in_progress", fresh=True, worker=call.claim.worker)
 
 
 def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> datetime:

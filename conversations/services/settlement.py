@@ -27,7 +27,7 @@ from projections.fold import status_for_state
 from projections.model import model_content
 from projections.tool_input import bound_tool_input
 from projections.tool_output import bound_tool_output
-from projections.transcript import project_transcript
+from projections.transcript import output_tail, project_transcript
 from tools.catalog import tool_spec
 
 from ..errors import NotFound, StaleClaim
@@ -203,12 +203,20 @@ def _prepare(
         artifacts=artifacts,
     )
     args = call.arguments if isinstance(call.arguments, dict) else {}
-    if text is None and items is None and outcome != "completed":
+    lines = None
+    if process is not None and call.tool_name == "bash" and output_path.exists():
+        # The card shows the output's last lines, read from its end (it may be 16 MiB).
+        preview_text, lines = output_tail(output_path)
+    elif text is None and items is None and outcome != "completed":
         preview_text = prepared.model[0]["text"]
     else:
         preview_text = text
     prepared.transcript = project_transcript(
-        tool_name=call.tool_name, arguments=args, result_text=preview_text, result_items=items
+        tool_name=call.tool_name,
+        arguments=args,
+        result_text=preview_text,
+        result_items=items,
+        result_lines=lines,
     )
     return prepared
 

@@ -292,15 +292,16 @@
 
     /*
      * Whether the card needs its call's response to show what it should: a settled card read
-     * from history without output (a path tool's items are in the transcript projection), or
-     * with a question whose recorded answer is in the response. The page fetches it once the
-     * card comes into view (GET /tool-calls/{id}).
+     * from history and not resolved on this page. Its output may be missing (a path tool's
+     * items are in the transcript projection), and only the response keeps an interaction
+     * and its recorded answer: the folded state drops an approval once it is allowed. The
+     * page fetches it once, when the card comes into view (GET /tool-calls/{id}).
      */
     wantsResponse() {
       const state = this.state;
       if (!state || this.response || this.askedResponse || !fold.isFinal(state)) return false;
       if (state.payloadOmitted) return false;
-      return !state.output || Boolean(state.interaction && !this.record);
+      return !this.record;
     }
 
     fetchResponse() {

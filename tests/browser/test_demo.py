@@ -72,3 +72,8 @@ def test_allow_the_awaiting_bash_call_and_watch_it_complete(user_page, live_site
     expect(bash.locator(".card-meta")).to_contain_text("Started")
     expect(bash.locator(".card-meta")).to_contain_text("Finished")
     screenshot(page, "transcript")
+    page.reload()  # the approval asked and the answer recorded stay on the settled card
+    bash = card(page, "bash")
+    expect(bash.locator(".badge")).to_have_text("✓Completed")
+    expect(bash.locator(".interaction.record")).to_contain_text("Approval asked.")
+    expect(bash.locator(".interaction.record")).to_contain_text("Allowed once by demo.")

@@ -61,6 +61,24 @@ def test_a_command_is_captured_and_settles_with_its_files(user):
     assert result["assets"] == {k: str(assets[k].id) for k in ("stdout", "stderr", "output")}
     activity = ToolActivity.objects.get(tool_call_id=call_id)
     assert activity.is_final and "hello" in activity.payload_json["output"]["text"]
+    # The card's preview: the last lines of the output, read from its file.
+    assert payload["userProjection"] == {
+        "argsPreview": [script],
+        "resultPreview": ["hello", "oops", "no newline"],
+        "previewOverflow": None,
+    }
+
+
+def test_a_long_outputs_card_shows_its_last_lines(user):
+    with running_worker(handlers=HANDLERS):
+        _, _, call_id = _call(user, "bash", {"command": "seq 1 100000"})
+        payload = wait_for(lambda: response_of(call_id))
+    assert payload["userProjection"]["resultPreview"] == [str(n) for n in range(99995, 100001)]
+    assert payload["userProjection"]["previewOverflow"] == {
+        "hidden": 99994,
+        "noun": "line",
+        "direction": "tail",
+    }
 
 
 def test_the_environment_holds_no_server_secret(user, monkeypatch):
