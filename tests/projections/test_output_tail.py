@@ -6,7 +6,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.transcript import TAIL_LINE_KEEP_BYTES, count_lines, output_tail, project_transcript
+from projections.transcript import (
+    TAIL_LINE_KEEP_BYTES,
+    count_lines,
+    output_tail,
+    project_transcript,
+)
 
 ARGS = {"command": "make test"}
 
@@ -28,7 +33,9 @@ def preview_of(data: bytes) -> dict:
 
 def preview_from_tail(path) -> dict:
     text, lines = output_tail(path)
-    return project_transcript(tool_name="bash", arguments=ARGS, result_text=text, result_lines=lines)
+    return project_transcript(
+        tool_name="bash", arguments=ARGS, result_text=text, result_lines=lines
+    )
 
 
 @settings(max_examples=300, deadline=None)
