@@ -25,6 +25,7 @@
   const transcript = document.getElementById("transcript");
   const empty = document.getElementById("transcript-empty");
   const announcer = document.getElementById("announcer");
+  const { setOpenTurn } = T.commandBox(cid, config.canRunCommands); // the !command box (command.js)
 
   const cards = new Map(); // toolCallId → Card
   const placed = new Set(); // keys of items in the DOM: "m:<sequence>", "c:<toolCallId>"
@@ -423,46 +424,6 @@
     if (frame.type === "resolved") pending.resolve(frame);
     else pending.reject(new Error(frame.message || frame.code));
   }
-
-  // --- the !command box ----------------------------------------------------------------------
-
-  let openTurn = null;
-  const form = document.getElementById("command-form");
-  const input = document.getElementById("command-input");
-  const context = document.getElementById("command-context");
-  const commandStatus = document.getElementById("command-status");
-
-  function setOpenTurn(turnId) {
-    openTurn = turnId;
-    form.dataset.turn = turnId ? "open" : "none";
-  }
-
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const command = input.value.replace(/^\s*!/, "").trim();
-    if (!command) {
-      commandStatus.textContent = "Type a command first.";
-      input.focus();
-      return;
-    }
-    const submit = form.querySelector("button[type=submit]");
-    submit.disabled = true;
-    commandStatus.textContent = "Starting…";
-    try {
-      const answer = await api(`/conversations/${cid}/commands`, {
-        method: "POST",
-        body: { inputId: T.requestId(), command, includeInContext: context.checked },
-      });
-      setOpenTurn(answer.turnId);
-      commandStatus.textContent = `Started: ${command.split("\n")[0]}`;
-      input.value = "";
-    } catch (error) {
-      commandStatus.textContent =
-        error.code === "turn_open" ? "A turn is open: commands wait until it ends." : error.message;
-    } finally {
-      submit.disabled = !config.canRunCommands;
-    }
-  });
 
   // --- start -----------------------------------------------------------------------------------
 
