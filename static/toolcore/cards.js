@@ -355,7 +355,7 @@
         for (const asset of details.assets) {
           list.append(
             h("li", null,
-              h("a", { href: `${T.config().api}/assets/${asset.id}`, download: asset.path.split("/").pop() || asset.kind }, `${asset.kind} (${fold.sizeWords(asset.size)})`),
+              h("a", { href: `${T.config().api}/assets/${encodeURIComponent(asset.id)}`, download: asset.path.split("/").pop() || asset.kind }, `${asset.kind} (${fold.sizeWords(asset.size)})`),
               asset.truncated ? h("span", { class: "muted" }, " truncated") : null,
               h("br"),
               h("span", { class: "sha" }, "SHA-256 ", h("code", null, asset.sha256)),
