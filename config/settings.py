@@ -77,6 +77,9 @@ ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["*"] if DEBUG else [])
 if not DEBUG and not ALLOWED_HOSTS:
     _refuse("ALLOWED_HOSTS", "must list the host names this server answers to when DEBUG is off")
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
+# Behind a TLS proxy: the session and CSRF cookies are sent over HTTPS only (docs/deployment.md).
+TOOLCORE_SECURE_COOKIES = _env_bool("TOOLCORE_SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = TOOLCORE_SECURE_COOKIES
 
 DATA_DIR = Path(os.environ.get("DATA_DIR", BASE_DIR / "data")).resolve()
 TOOLCORE_WORKSPACE_ROOT = Path(

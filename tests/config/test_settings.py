@@ -20,7 +20,7 @@ PROBE = (
 )
 
 
-def _settings(tmp_path, **env):
+def _settings(tmp_path, probe: str = PROBE, **env):
     clean = {
         k: v
         for k, v in os.environ.items()
@@ -28,7 +28,7 @@ def _settings(tmp_path, **env):
     }
     clean.update(DJANGO_SETTINGS_MODULE="config.settings", DATA_DIR=str(tmp_path), **env)
     return subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=ROOT, env=clean, capture_output=True, text=True
+        [sys.executable, "-c", probe], cwd=ROOT, env=clean, capture_output=True, text=True
     )
 
 
@@ -76,3 +76,19 @@ def test_database_and_redis_urls_switch_to_postgresql_with_a_pool_and_redis(tmp_
     assert "config.layers.RedisChannelLayer" in result.stdout
     assert "'pool':" in result.stdout and '"max_age": 0' in result.stdout
     assert '"capacity": 1500' in result.stdout and '"expiry": 86400' in result.stdout
+
+
+COOKIES_PROBE = (
+    "import django; django.setup(); from django.conf import settings as s; "
+    "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)"
+)
+
+
+@pytest.mark.parametrize(("value", "secure"), [(None, "False False"), ("1", "True True")])
+def test_secure_cookies_send_the_session_and_csrf_cookies_over_https_only(tmp_path, value, secure):
+    env = {"SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "toolcore.example.com"}
+    if value is not None:
+        env["TOOLCORE_SECURE_COOKIES"] = value
+    result = _settings(tmp_path, probe=COOKIES_PROBE, **env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == secure
