@@ -19,6 +19,37 @@ GROUP_POLL_SECONDS = 0.05
 
 OURS, GONE, OTHER = "ours", "gone", "other"
 
+PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3  # <linux/prctl.h>
+
+
+def environment_protect() -> bool:
+    """Make this process not dumpable, so a command it starts cannot read its secrets.
+
+    A command runs as the worker's own OS user, and with an environment of its own
+    (``capture.tool_environment``); but ``/proc/<worker pid>/environ`` would still show it
+    the worker's (``DATABASE_URL``, ``SECRET_KEY``), and ``ptrace`` its memory. A process that
+    is not dumpable has its ``/proc`` files owned by root and refuses ``ptrace`` to users
+    without ``CAP_SYS_PTRACE``. The commands themselves are dumpable again after their
+    ``exec``. True when set; False where ``prctl`` does not exist (not Linux).
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def is_dumpable() -> bool | None:
+    """This process's dumpable flag; None where ``prctl`` does not exist."""
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
+    except (OSError, AttributeError):
+        return None
+
 
 def _proc_stat(pid: int) -> list[str] | None:
     """The fields of ``/proc/<pid>/stat`` from field 3 (state) on, or None without the process."""

@@ -49,6 +49,7 @@ from conversations.storage import attempt_dir, conversation_dir
 from tools.workspaces import owner_workspace_root
 
 from .base import CallContext, Handler, HandlerResult, ToolError
+from .processes import environment_protect
 from .watchers import LAUNCH, RUN, Watchers
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,8 @@ class Worker:
         return await asyncio.get_running_loop().run_in_executor(self._database, job)
 
     async def run(self, stop: asyncio.Event) -> None:
+        # Commands run as this process's user: they must not read its environment in /proc.
+        environment_protect()
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         for channel, listener in self._listeners():
