@@ -86,5 +86,13 @@ def test_the_workbench_page(client, user):
 
 
 def test_the_pages_scripts_are_static_files():
-    for name in ("fold.js", "common.js", "cards.js", "interactions.js", "command.js", "transcript.js", "style.css"):
+    for name in (
+        "fold.js",
+        "common.js",
+        "cards.js",
+        "interactions.js",
+        "command.js",
+        "transcript.js",
+        "style.css",
+    ):
         assert finders.find(f"toolcore/{name}"), name
