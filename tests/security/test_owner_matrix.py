@@ -18,7 +18,6 @@ from django.test import Client
 
 from conversations.models import Conversation
 from tests.conftest import ApiClient
-from tools.workspaces import conversation_workspace
 from tests.conversations.api_helpers import (
     API,
     assert_error,
@@ -28,6 +27,7 @@ from tests.conversations.api_helpers import (
 )
 from tests.conversations.helpers import assistant_calls
 from tests.realtime.helpers import connect, hello, receive, send, token_for
+from tools.workspaces import conversation_workspace
 
 from .errors import error_of
 
