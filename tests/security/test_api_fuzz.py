@@ -21,10 +21,10 @@ import os
 
 import pytest
 import schemathesis
-from schemathesis.config import SchemathesisConfig
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
+from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
     positive_data_acceptance,
     response_schema_conformance,
