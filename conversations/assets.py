@@ -1,13 +1,19 @@
 """Reading assets: owner checked by the caller, SHA-256 checked here before a byte is served.
 
-A verified ``(size, mtime)`` is remembered per asset, so a range read does not rehash a file
-that has not changed since it was verified.
+A verified ``(size, mtime, ctime, inode)`` is remembered per asset, so a range read does not
+rehash a file that has not changed since it was verified. The change time is part of it because
+the modification time is not proof: anyone who can write the file can set its mtime back
+(``touch -r``, ``os.utime``), while the kernel moves the ctime on every write and every such
+reset; the inode catches a file replaced by another (``mv``). A file changed within the last
+``RACY_SECONDS`` is not remembered (git's "racily clean" rule): a write in the same clock tick
+as the check would leave both times as they were.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
 
@@ -15,9 +21,10 @@ from .errors import AssetCorrupt
 from .models import Asset
 from .storage import absolute_from_data, sha256_file
 
-_VERIFIED: OrderedDict[str, tuple[int, int]] = OrderedDict()
+_VERIFIED: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
 _VERIFIED_MAX = 4096
 _LOCK = threading.Lock()
+RACY_SECONDS = 2  # timestamps are kept at the kernel's tick; a newer change is hashed again
 
 
 def asset_verify(asset: Asset, *, force: bool = False) -> Path:
@@ -30,7 +37,8 @@ def asset_verify(asset: Asset, *, force: bool = False) -> Path:
         stat = path.stat()
     except (OSError, ValueError) as exc:
         raise AssetCorrupt("The asset's file is missing.") from exc
-    key, mark = str(asset.pk), (stat.st_size, stat.st_mtime_ns)
+    key = str(asset.pk)
+    mark = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
     with _LOCK:
         if not force and _VERIFIED.get(key) == mark:
             _VERIFIED.move_to_end(key)
@@ -39,6 +47,8 @@ def asset_verify(asset: Asset, *, force: bool = False) -> Path:
         with _LOCK:
             _VERIFIED.pop(key, None)
         raise AssetCorrupt("The asset's bytes do not match its SHA-256.")
+    if time.time_ns() - stat.st_ctime_ns < RACY_SECONDS * 1_000_000_000:
+        return path  # changed just now: a write in the same tick would keep this mark
     with _LOCK:
         _VERIFIED[key] = mark
         while len(_VERIFIED) > _VERIFIED_MAX:

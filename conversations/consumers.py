@@ -80,6 +80,16 @@ BUSY_TICK_SECONDS = 0.02  # the ticker's period while something waits for the so
 _RESOLUTION = TypeAdapter(ResolutionIn)
 
 
+def too_big(raw: str | bytes) -> bool:
+    """Whether a client frame is over ``MAX_FRAME_BYTES`` of UTF-8 (a text frame's length in
+    characters is not its size: a character takes up to 4 bytes)."""
+    if len(raw) <= MAX_FRAME_BYTES // 4:
+        return False  # cannot be over, whatever its characters
+    return (
+        len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw) > MAX_FRAME_BYTES
+    )
+
+
 def _frame(value: dict[str, Any]) -> str:
     return dumps(value)
 
@@ -176,9 +186,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         raw = text_data if text_data is not None else bytes_data
         if raw is None:
             return
-        if len(raw) > MAX_FRAME_BYTES // 4 and (
-            len(raw.encode("utf-8") if isinstance(raw, str) else raw) > MAX_FRAME_BYTES
-        ):
+        if too_big(raw):
             await self.close(code=CLOSE_TOO_BIG)
             return
         try:
@@ -646,7 +654,7 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         raw = text_data if text_data is not None else bytes_data or b""
-        if len(raw) > MAX_FRAME_BYTES:
+        if too_big(raw):
             await self.close(code=CLOSE_TOO_BIG)
             return
         await self.send(

@@ -30,6 +30,41 @@ _SHELL_CONTROL = re.compile(r"[;&|`><\n]|\$\(")
 _COMMAND_SEPARATOR = re.compile(r"\$\(|(?:(?<!\S)\d+)?[<>]|[;&|`\n(){}]")
 # Dropped from a simple command for a deny rule's second look: the shell removes them too.
 _QUOTING = str.maketrans("", "", "'\"\\")
+# ANSI-C and locale quoting (``$'rm'``, ``$"rm"``): the ``$`` goes with the quotes.
+_DOLLAR_QUOTE = re.compile(r"\$(?=['\"])")
+_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
+# Words before the command of a simple command that make the next word the command: reserved
+# words of the shell grammar, builtins and programs that run their arguments as a command.
+_PRECOMMANDS = frozenset(
+    [
+        "!",
+        "if",
+        "then",
+        "elif",
+        "else",
+        "do",
+        "while",
+        "until",
+        "time",
+        "coproc",
+        "exec",
+        "command",
+        "builtin",
+        "eval",
+        "nohup",
+        "env",
+        "sudo",
+        "doas",
+        "xargs",
+        "nice",
+        "ionice",
+        "timeout",
+        "stdbuf",
+        "setsid",
+    ]
+)
+_SHELLS = frozenset(["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"])  # ``sh -c 'rm -rf x'``
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _DECISION_RANK = {"deny": 0, "ask": 1, "allow": 2}
 _WILDCARD = re.compile(r"\*|\?|\[[^\]]*\]")
 # A glob character written as a one-character set matches exactly that character.
@@ -92,14 +127,64 @@ def simple_commands(command: str) -> list[str]:
     return [part.strip() for part in _COMMAND_SEPARATOR.split(command) if part.strip()]
 
 
+def _ansi_c_unquoted(text: str) -> str:
+    """``$'\\x72m'`` read as the shell reads it (``rm``), for a deny rule's look."""
+
+    def decode(match: re.Match) -> str:
+        try:
+            return match.group(1).encode("latin-1", "backslashreplace").decode("unicode_escape")
+        except UnicodeDecodeError:
+            return match.group(1)
+
+    return _ANSI_C.sub(decode, text)
+
+
+def _unwrapped(words: list[str]) -> list[str]:
+    """The words from the command on: reserved words (``!``, ``if``, ``do``, ``time`` …),
+    assignments (``X=1``), command runners (``exec``, ``env``, ``sudo``, ``nice -n 5`` …, with
+    their options) and ``sh -c`` dropped from the front."""
+    at, wrapped = 0, False
+    while at < len(words):
+        word = words[at]
+        if word in _PRECOMMANDS or _ASSIGNMENT.match(word):
+            at, wrapped = at + 1, True
+        elif wrapped and (word.startswith("-") or word.isdigit()):
+            at += 1  # an option of a runner: ``time -p``, ``nice -n 5``, ``timeout 10``
+        elif word.rsplit("/", 1)[-1] in _SHELLS and words[at + 1 : at + 2] == ["-c"]:
+            at, wrapped = at + 2, True
+        else:
+            break
+    return words[at:]
+
+
+def _command_forms(part: str) -> set[str]:
+    """``part`` and the texts the shell would run it as: runners and reserved words dropped,
+    the command named without its folder (``/bin/rm`` is ``rm``), a brace list spelled out
+    (``{rm,-rf,data}`` is ``rm -rf data``)."""
+    forms = {part, " ".join(part.split())}
+    for words in (part.split(), part.replace(",", " ").split()):
+        words = _unwrapped(words)
+        if not words:
+            continue
+        forms.add(" ".join(words))
+        if "/" in words[0]:
+            forms.add(" ".join([words[0].rsplit("/", 1)[-1], *words[1:]]))
+    return forms
+
+
 @lru_cache(maxsize=4)  # one command meets every deny rule of its tool in turn
 def _deny_candidates(command: str) -> frozenset[str]:
     """The texts a deny rule is tried on: the whole command, trimmed or not, and every simple
     command of it; each also with quotes and backslashes dropped and runs of white space made
-    single spaces, as the shell reads them (``"rm"  -rf data`` runs ``rm -rf data``)."""
+    single spaces, as the shell reads them (``"rm"  -rf data`` runs ``rm -rf data``), and in
+    the forms of ``_command_forms`` (``! rm``, ``if rm …``, ``sudo rm``, ``/bin/rm``)."""
     parts = {command, command.strip(), *simple_commands(command)}
-    plain = {part.translate(_QUOTING) for part in parts}
-    return frozenset(parts | {" ".join(part.split()) for part in parts | plain})
+    unquoted = {_ansi_c_unquoted(part) for part in parts}
+    plain = {_DOLLAR_QUOTE.sub("", part).translate(_QUOTING) for part in parts | unquoted}
+    out: set[str] = set()
+    for part in parts | unquoted | plain:
+        out |= _command_forms(part)
+    return frozenset(out)
 
 
 def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
