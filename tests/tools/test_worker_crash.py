@@ -65,7 +65,8 @@ def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(us
         stop_worker(second)
     assert bash["outcome"] == "indeterminate" and bash["attempts"] == 1
     assert not group_has_live_member(pgid)  # killed by the next worker's sweep
-    assert grep["outcome"] == "completed" and grep["attempts"] == 2
+    # Run again (twice, when a loaded machine stalled the next worker past its 2 s lease).
+    assert grep["outcome"] == "completed" and grep["attempts"] >= 2
     assert "slow.txt:1:aaab" in grep["modelContent"][0]["text"]
     # Nothing settled twice.
     responses = ConversationEvent.objects.filter(type="tool_call_response")
