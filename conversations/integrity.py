@@ -96,28 +96,34 @@ def _sequence_faults(conversation_id, last_sequence: int) -> str:
     return ", ".join(faults[:GAPS_SHOWN])
 
 
+def _sequence_counts(conversation_ids: list) -> dict:
+    """Per conversation: its events, distinct sequences, lowest and highest (one aggregate)."""
+    rows = (
+        ConversationEvent.objects.filter(conversation_id__in=conversation_ids)
+        .order_by()
+        .values("conversation_id")
+        .annotate(
+            n=Count("id"),
+            distinct=Count("sequence", distinct=True),
+            lo=Min("sequence"),
+            hi=Max("sequence"),
+        )
+    )
+    return {row["conversation_id"]: row for row in rows}
+
+
 def check_sequences(tally: Tally) -> Iterator[Breach]:
     """Every conversation's events are numbered exactly 1..N, and its ``last_sequence`` is N."""
     for rows in _keyset(Conversation.objects.all(), "pk", "last_sequence"):
         last = dict(rows)
-        counts = {
-            row["conversation_id"]: row
-            for row in ConversationEvent.objects.filter(conversation_id__in=list(last))
-            .order_by()
-            .values("conversation_id")
-            .annotate(
-                n=Count("id"), distinct=Count("sequence", distinct=True), lo=Min("sequence"),
-                hi=Max("sequence"),
-            )
-        }  # fmt: skip
+        counts = _sequence_counts(list(last))
         for conversation_id, n in last.items():
             tally.seen += 1
             row = counts.get(conversation_id)
-            clean = (
-                n == 0
-                if row is None
-                else row["n"] == row["distinct"] == n and row["lo"] == 1 and row["hi"] == n
-            )
+            if row is None:
+                clean = n == 0
+            else:
+                clean = row["n"] == row["distinct"] == n and row["lo"] == 1 and row["hi"] == n
             if not clean:
                 faults = _sequence_faults(conversation_id, n)
                 yield Breach("sequences", f"conversation {conversation_id}: {faults}")
