@@ -26,6 +26,7 @@ from projections.units import clean_text, utf8_prefix
 from tools.models import AsyncRun, ProcessStatus
 
 from ..models import Asset, ConversationEvent
+from ..sql import vendor_sql
 from ..storage import CAPTURE_FILES, CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE, data_dir
 from . import publish
 from .events import event_append
@@ -50,7 +51,7 @@ def async_run_start(
     process_start: int,
 ) -> AsyncRun:
     """The row of a process going on in the background, watched from ``host``."""
-    now = timezone.now()
+    now = vendor_sql().clock()
     return AsyncRun.objects.create(
         id=run_id,
         conversation_id=conversation_id,
@@ -71,7 +72,7 @@ def async_run_start(
 def async_runs_heartbeat(*, run_ids: Sequence[Any]) -> int:
     """The watcher of these running runs is alive (every third of the lease)."""
     return AsyncRun.objects.filter(pk__in=list(run_ids), status=ProcessStatus.RUNNING).update(
-        heartbeat_at=timezone.now()
+        heartbeat_at=vendor_sql().now()
     )
 
 
@@ -189,8 +190,8 @@ def async_run_finish(
 
 def async_runs_lost() -> list[AsyncRun]:
     """Running runs whose watcher's heartbeat is older than the lease: ``lost``, each with its
-    notice (the files as far as they were captured)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
+    notice (the files as far as they were captured). Heartbeats are the database's clock."""
+    cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
     lost = []
     for run in AsyncRun.objects.filter(status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff):
         if async_run_finish(run_id=run.pk, status=ProcessStatus.LOST, exit_code=None, signal=None):

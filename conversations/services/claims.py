@@ -15,7 +15,6 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.utils import timezone
 
 from ..errors import StaleClaim
 from ..models import ExecutionClaim, ToolCall
@@ -79,10 +78,11 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
 
 
 def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
-    """Claim one ``ready`` call for ``worker``; None when it is not ready any more."""
+    """Claim one ``ready`` call for ``worker``; None when it is not ready any more. The lease
+    runs from the database's now (``conversations/sql``: one clock for every process)."""
     with publish.atomic():
         call = ToolCall.objects.select_for_update().filter(pk=call_id, state=S.READY).first()
-        return None if call is None else _claim_locked(call, worker, timezone.now())
+        return None if call is None else _claim_locked(call, worker, vendor_sql().clock())
 
 
 def claim_acquire_batch(
@@ -101,17 +101,17 @@ def claim_acquire_batch(
 
     ``announce``: publish each claimed call and fold it ``in_progress`` in the same transaction,
     as ``claim_acquire`` does. A worker passes False and calls :func:`claim_announce` once its
-    process started: the claim alone is on the path from ``ready`` to the process."""
-    now = timezone.now()
-    expires = now + lease()
+    process started: the claim alone is on the path from ``ready`` to the process.
+
+    Leases run from the database's now, not this process's: a worker whose clock is wrong
+    neither keeps a claim past its lease nor sees another's run out early."""
     with publish.atomic():
         claimed = vendor_sql().claim_ready(
             tool_names=list(tool_names),
             worker=worker,
             limit=limit,
             owner_id=owner_id,
-            now=now,
-            expires=expires,
+            lease_seconds=settings.TOOLCORE_CLAIM_LEASE,
         )
         claims = [
             Claim(
@@ -125,6 +125,7 @@ def claim_acquire_batch(
                 call_id,
                 token,
                 generation,
+                expires,
                 conversation_id,
                 turn_id,
                 tool_name,
@@ -162,13 +163,15 @@ def _announce(claims: Sequence[Claim]) -> None:
 
 
 def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> datetime:
-    """Extend the lease of a held claim; ``StaleClaim`` when it is not held any more."""
-    now = timezone.now()
-    expires = now + lease()
-    renewed = ExecutionClaim.objects.filter(
-        call_id=call_id, token=token, generation=generation, call__state=S.RUNNING
-    ).update(heartbeat_at=now, expires_at=expires)
-    if not renewed:
+    """Extend the lease of a held claim from the database's now; its new end. ``StaleClaim``
+    when it is not held any more."""
+    expires = vendor_sql().claim_renew(
+        call_id=call_id,
+        token=token,
+        generation=generation,
+        lease_seconds=settings.TOOLCORE_CLAIM_LEASE,
+    )
+    if expires is None:
         raise StaleClaim("This claim no longer holds the call.")
     return expires
 

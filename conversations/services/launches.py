@@ -27,6 +27,7 @@ from tools.workspaces import owner_workspace_root
 
 from ..errors import Forbidden, ValidationFailed, found
 from ..shapes import iso
+from ..sql import vendor_sql
 from ..storage import data_dir
 from . import publish
 from .runners import LAUNCH, LAUNCH_STOP, announce
@@ -104,7 +105,7 @@ def launch_take(*, launch_id: Any, host: str) -> Launch | None:
     """A worker on ``host`` takes a launch nobody took yet (compare-and-set); None if taken."""
     with publish.atomic():
         taken = Launch.objects.filter(pk=launch_id, status=ProcessStatus.RUNNING, host="").update(
-            host=host[:255], heartbeat_at=timezone.now()
+            host=host[:255], heartbeat_at=vendor_sql().now()
         )
         if not taken:
             return None
@@ -121,7 +122,7 @@ def launches_waiting() -> list[UUID]:
 def launch_started(*, launch_id: Any, pid: int, pgid: int, process_start: int) -> None:
     """Its process runs: record the group (for a sweep on the same host) and say so."""
     with publish.atomic():
-        now = timezone.now()
+        now = vendor_sql().clock()
         Launch.objects.filter(pk=launch_id).update(
             pid=pid, pgid=pgid, process_start=process_start, started_at=now, heartbeat_at=now
         )
@@ -130,7 +131,7 @@ def launch_started(*, launch_id: Any, pid: int, pgid: int, process_start: int) -
 
 def launches_heartbeat(*, launch_ids: list[Any]) -> int:
     return Launch.objects.filter(pk__in=launch_ids, status=ProcessStatus.RUNNING).update(
-        heartbeat_at=timezone.now()
+        heartbeat_at=vendor_sql().now()
     )
 
 
@@ -188,8 +189,9 @@ def launch_stop(*, owner: AbstractBaseUser, launch_id: Any) -> Launch:
 
 
 def launches_lost() -> list[Launch]:
-    """Running launches whose watcher's heartbeat is older than the lease: ``lost``."""
-    cutoff = timezone.now() - timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
+    """Running launches whose watcher's heartbeat is older than the lease (by the database's
+    clock, as heartbeats are written): ``lost``."""
+    cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
     stale = Launch.objects.filter(
         status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff
     ).values_list("id", flat=True)

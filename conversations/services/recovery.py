@@ -19,6 +19,7 @@ from tools.catalog import tool_spec
 from ..errors import DomainError
 from ..models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from ..shapes import iso
+from ..sql import vendor_sql
 from . import publish
 from .activity import activity_fold
 from .async_runs import async_runs_lost
@@ -45,8 +46,10 @@ class Action:
 
 
 def _expired_claim(call: ToolCall) -> bool:
-    claim = ExecutionClaim.objects.filter(call_id=call.pk).first()
-    return claim is None or claim.expires_at <= timezone.now()
+    """No claim, or one whose lease ran out by the database's clock (never this process's: a
+    sweeper whose clock runs ahead must not take live claims)."""
+    live = ExecutionClaim.objects.filter(call_id=call.pk, expires_at__gt=vendor_sql().now())
+    return not live.exists()
 
 
 def _requeue(call: ToolCall) -> bool:

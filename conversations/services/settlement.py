@@ -145,6 +145,36 @@ def asset_row(
     )
 
 
+def _unstored_outcome(
+    call: SettlingCall, outcome: str, reason: str | None, exc: OSError
+) -> tuple[str, str | None]:
+    """The outcome and reason of a settlement whose files could not be stored. A result that
+    was to be ``completed`` is lost: ``failed`` for a replay-safe tool (it had no effect),
+    ``indeterminate`` for any other (it ran; what it did is not on record). Other outcomes
+    keep their reason: only their files are missing."""
+    if outcome != "completed":
+        return outcome, reason
+    cause = exc.strerror or type(exc).__name__
+    if tool_spec(call.tool_name).replay_safe:
+        return "failed", f"The result could not be stored in DATA_DIR: {cause}."
+    return "indeterminate", (
+        f"The result could not be stored in DATA_DIR ({cause}): the call ran, but what it did "
+        "is not on record."
+    )
+
+
+def _prepare_unstored(
+    call: SettlingCall, *, outcome: str, reason: str | None, files: Sequence[AttemptFile]
+) -> _Prepared:
+    """``_prepare`` writing nothing: the files already on disk (a capture) are linked while
+    they can be read, else none."""
+    bare = {"result": None, "text": None, "items": None, "process": None, "store": False}
+    try:
+        return _prepare(call, outcome=outcome, reason=reason, files=files, **bare)
+    except OSError:  # a capture file cannot be read either
+        return _prepare(call, outcome=outcome, reason=reason, files=(), **bare)
+
+
 def _prepare(
     call: SettlingCall,
     *,
@@ -155,15 +185,17 @@ def _prepare(
     process: dict[str, Any] | None,
     reason: str | None,
     files: Sequence[AttemptFile],
+    store: bool = True,
 ) -> _Prepared:
-    """Write and hash the attempt's files; compute the model and transcript projections."""
+    """Write and hash the attempt's files; compute the model and transcript projections.
+    ``store=False``: write nothing (the arguments are kept bounded only)."""
     spec = tool_spec(call.tool_name)
     relative = attempt_relative(call.conversation_id, call.id, call.generation)
     folder = data_dir() / relative
     prepared = _Prepared()
     prepared.arguments = bound_tool_input(call.arguments, tool_name=call.tool_name, kind=spec.kind)
     written: list[tuple[str, str, bytes]] = []
-    if prepared.arguments != call.arguments:
+    if store and prepared.arguments != call.arguments:
         written.append(("arguments.json", "arguments", dumps(call.arguments).encode()))
     result_path = folder / "result.json"
     if result is not None:
@@ -266,6 +298,16 @@ def call_settle(
         )
     except FileExistsDifferent as exc:
         raise StaleClaim("Another settlement of this attempt wrote its result first.") from exc
+    except OSError as exc:
+        # DATA_DIR refused the attempt's files (a full disk, most often): settle now, without
+        # them and saying why, rather than leave the call to its lease and a vaguer recovery.
+        outcome, reason = _unstored_outcome(call, outcome, reason, exc)
+        logger.warning(
+            "settling without the attempt's files: %s",
+            exc,
+            extra={"conversation_id": call.conversation_id, "tool_call_id": call.id},
+        )
+        prepared = _prepare_unstored(call, outcome=outcome, reason=reason, files=files)
     payload = _response_payload(
         call, guard=guard, outcome=outcome, prepared=prepared, supervision=supervision
     )

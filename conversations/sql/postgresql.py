@@ -7,9 +7,12 @@ guard takes no sequence and writes nothing.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
 
 from ..errors import StaleClaim
 from ..models import ConversationEvent
@@ -218,6 +221,52 @@ def notify(channel: str, payload: str) -> None:
         cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
 
 
+# --- the clock ------------------------------------------------------------------------------
+# Leases and heartbeats are written and judged by the database server's clock, the one clock
+# every process shares: a worker whose own clock is wrong neither keeps a claim past its lease
+# nor takes one before it ran out.
+
+
+def now(offset: timedelta = timedelta(0)) -> Any:
+    """The database's now (plus ``offset``), as an expression for a query or an update."""
+    if not offset:
+        return Now()
+    return ExpressionWrapper(Now() + Value(offset), output_field=DateTimeField())
+
+
+def clock() -> datetime:
+    """The database's now, read (inside a transaction: as of its current statement)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+_RENEW = (
+    f"UPDATE {CLAIMS} SET heartbeat_at = statement_timestamp(), "
+    f"expires_at = statement_timestamp() + %(lease)s * interval '1 second' "
+    f"WHERE call_id = %(call)s AND token = %(token)s AND generation = %(generation)s "
+    f"AND EXISTS (SELECT 1 FROM {CALLS} WHERE id = %(call)s AND state = 'running') "
+    f"RETURNING expires_at"
+)
+
+
+def claim_renew(
+    *, call_id: Any, token: Any, generation: int, lease_seconds: float
+) -> datetime | None:
+    """Extend a held claim's lease from the database's now; its new end, or None when the
+    claim (this token and generation, its call ``running``) does not hold any more."""
+    params = {
+        "call": maybe_uuid(call_id),
+        "token": maybe_uuid(token),
+        "generation": generation,
+        "lease": lease_seconds,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_RENEW, params)
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
 def _claim_sql(by_owner: bool) -> str:
     owner = (
         f"AND c.conversation_id IN (SELECT id FROM {CONVERSATIONS} WHERE owner_id = %(owner)s) "
@@ -229,15 +278,16 @@ def _claim_sql(by_owner: bool) -> str:
         f"AND c.tool_name = ANY(%(tools)s) {owner}ORDER BY c.created_at LIMIT %(limit)s "
         f"FOR UPDATE SKIP LOCKED), "
         f"moved AS (UPDATE {CALLS} c SET state = 'running', generation = c.generation + 1, "
-        f"updated_at = %(now)s FROM picked WHERE c.id = picked.id "
+        f"updated_at = statement_timestamp() FROM picked WHERE c.id = picked.id "
         f"RETURNING c.id, c.generation, c.created_at, c.conversation_id, c.turn_id, c.tool_name, "
         f"c.arguments), "
         f"claimed AS (INSERT INTO {CLAIMS} (call_id, token, worker, generation, acquired_at, "
         f"heartbeat_at, expires_at, host, created_at) SELECT id, gen_random_uuid(), %(worker)s, "
-        f"generation, %(now)s, %(now)s, %(expires)s, '', %(now)s FROM moved "
-        f"RETURNING call_id, token) "
-        f"SELECT m.id, cl.token, m.generation, m.conversation_id, m.turn_id, m.tool_name, "
-        f"m.arguments::text, v.owner_id, v.workspace FROM moved m JOIN claimed cl "
+        f"generation, statement_timestamp(), statement_timestamp(), "
+        f"statement_timestamp() + %(lease)s * interval '1 second', '', statement_timestamp() "
+        f"FROM moved RETURNING call_id, token, expires_at) "
+        f"SELECT m.id, cl.token, m.generation, cl.expires_at, m.conversation_id, m.turn_id, "
+        f"m.tool_name, m.arguments::text, v.owner_id, v.workspace FROM moved m JOIN claimed cl "
         f"ON cl.call_id = m.id "
         f"JOIN {CONVERSATIONS} v ON v.id = m.conversation_id ORDER BY m.created_at"
     )
@@ -247,19 +297,19 @@ _CLAIM_SQL = {by_owner: _claim_sql(by_owner) for by_owner in (False, True)}
 
 
 def claim_ready(
-    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, now: Any, expires: Any
+    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, lease_seconds: float
 ) -> list[tuple[Any, ...]]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
     when given), oldest first, in one statement: rows another claimer holds are skipped, each
-    picked call moves ``running`` with ``generation + 1`` and gets a claim with a new token.
-    ``(call id, token, generation, conversation id, turn id, tool name, arguments as JSON text,
-    owner id, workspace)`` each. Inside the caller's transaction."""
+    picked call moves ``running`` with ``generation + 1`` and gets a claim with a new token and
+    a lease of ``lease_seconds`` from the database's now. ``(call id, token, generation, lease
+    end, conversation id, turn id, tool name, arguments as JSON text, owner id, workspace)``
+    each. Inside the caller's transaction."""
     params = {
         "tools": list(tool_names),
         "limit": limit,
         "owner": owner_id,
-        "now": now,
-        "expires": expires,
+        "lease": lease_seconds,
         "worker": worker,
     }
     with connection.cursor() as cursor:

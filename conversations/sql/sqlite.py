@@ -5,9 +5,11 @@ transaction back (sequence included)."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
+from django.utils import timezone
 
 from ..errors import StaleClaim
 from ..models import Asset, Conversation, ConversationEvent, ExecutionClaim, ToolCall
@@ -222,13 +224,15 @@ _CLAIM = (
 
 
 def claim_ready(
-    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, now: Any, expires: Any
+    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, lease_seconds: float
 ) -> list[tuple[Any, ...]]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
     when given), oldest first: as PostgreSQL's ``claim_ready`` returns them. Inside the
     caller's transaction, whose ``BEGIN IMMEDIATE`` keeps other claimers out meanwhile."""
     if not tool_names:
         return []
+    now = clock()
+    expires = now + timedelta(seconds=lease_seconds)
     owner = "AND v.owner_id = %s " if owner_id is not None else ""
     sql = _PICK.format(tools=", ".join(["%s"] * len(tool_names)), owner=owner)
     params = [*tool_names, *([owner_id] if owner_id is not None else []), limit]
@@ -251,12 +255,52 @@ def claim_ready(
                     uuid_column(pk),
                     token,
                     generation + 1,
+                    expires,
                     uuid_column(conversation_id),
                     uuid_column(turn_id),
                     *taken,
                 )
             )
     return claimed
+
+
+# --- the clock ------------------------------------------------------------------------------
+# SQLite has no server: every process reading the file asks its own clock (SQLite's ``'now'``
+# is the process's too), and the processes of one file share one machine's clock. So the
+# database's clock is this process's.
+
+
+def now(offset: timedelta = timedelta(0)) -> datetime:
+    """The database's now (plus ``offset``): this process's clock (see above)."""
+    return timezone.now() + offset
+
+
+def clock() -> datetime:
+    return timezone.now()
+
+
+_RENEW = (
+    f"UPDATE {CLAIMS} SET heartbeat_at = %s, expires_at = %s WHERE call_id = %s AND token = %s "
+    f"AND generation = %s AND EXISTS (SELECT 1 FROM {CALLS} WHERE id = %s AND state = 'running')"
+)
+
+
+def claim_renew(
+    *, call_id: Any, token: Any, generation: int, lease_seconds: float
+) -> datetime | None:
+    """Extend a held claim's lease from now; its new end, or None when the claim (this token
+    and generation, its call ``running``) does not hold any more."""
+    try:
+        pk, token_db = prep(ToolCall, "id", call_id), prep(ExecutionClaim, "token", token)
+    except (ValueError, TypeError):
+        return None
+    at = clock()
+    expires = at + timedelta(seconds=lease_seconds)
+    stamp = prep(ExecutionClaim, "expires_at", at)
+    until = prep(ExecutionClaim, "expires_at", expires)
+    with connection.cursor() as cursor:
+        cursor.execute(_RENEW, [stamp, until, pk, token_db, generation, pk])
+        return expires if cursor.rowcount == 1 else None
 
 
 def repeatable_read() -> None:

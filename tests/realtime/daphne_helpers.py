@@ -178,6 +178,12 @@ class Daphne:
                 found.append(line)
         return found
 
+    def kill(self) -> None:
+        """``kill -9``: gone at once, nothing cleaned up."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
     def restart(self) -> Daphne:
         """Stopped, then started again on the same port (clients see the server go away)."""
         self.stop()
@@ -241,9 +247,11 @@ class Site:
         self.token_id, self.token = self.token_create()
         return self
 
-    def manage(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
-        """Run ``manage.py`` with the site's environment; its stdout (raises on failure)."""
-        done = subprocess.run(
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
+        """Run ``manage.py`` with the site's environment, whatever its exit status."""
+        return subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=ROOT,
             env={**self.env, **(env or {})},
@@ -252,6 +260,10 @@ class Site:
             text=True,
             timeout=timeout,
         )
+
+    def manage(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
+        """Run ``manage.py`` with the site's environment; its stdout (raises on failure)."""
+        done = self.run(*args, env=env, timeout=timeout)
         if done.returncode != 0:
             raise AssertionError(
                 f"manage.py {' '.join(args[:2])} exited {done.returncode}:\n{done.stderr}"

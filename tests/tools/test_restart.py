@@ -22,7 +22,7 @@ from conversations.auth import token_create
 from conversations.models import ToolCall
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 
-from .test_worker_crash import _database_url
+from .worker_helpers import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = [{"id": "env", "question": "Which environment?", "options": ["staging", "prod"]}]
@@ -40,7 +40,7 @@ def _serve(port: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings",
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=database_url(),
         SECRET_KEY="restart-test-secret-" + "x" * 32,
         ALLOWED_HOSTS="127.0.0.1,localhost",
         DATA_DIR=str(settings.DATA_DIR),

@@ -4,15 +4,10 @@ read-only call again. Real processes sharing the test database (SQLite or Postgr
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from conversations.models import ConversationEvent, ExecutionClaim
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
@@ -20,52 +15,15 @@ from tools.models import PermissionRule
 from tools.runtime.processes import group_has_live_member
 from tools.workspaces import conversation_workspace
 
-from .worker_helpers import response_of, wait_for
+from .worker_helpers import response_of, stop_worker, wait_for, worker_process
 
-ROOT = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = 2
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "postgresql":
-        return (
-            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-        )
-    return f"sqlite:///{db['NAME']}"
-
-
 def start_worker(name: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL"}}
-    env.update(
-        DJANGO_SETTINGS_MODULE="config.settings",
-        DATABASE_URL=_database_url(),
-        SECRET_KEY="crash-test-secret-" + "x" * 32,
-        ALLOWED_HOSTS="localhost",
-        DATA_DIR=str(settings.DATA_DIR),
-        TOOLCORE_WORKSPACE_ROOT=str(settings.TOOLCORE_WORKSPACE_ROOT),
-        TOOLCORE_CLAIM_LEASE=str(LEASE_SECONDS),
-        LOG_LEVEL="WARNING",
-    )
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "runworker_tools", "--name", name],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def stop_worker(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    return worker_process(name, lease_seconds=LEASE_SECONDS)
 
 
 def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(user):
@@ -93,8 +51,7 @@ def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(us
             timeout=30,
         )
     except AssertionError:
-        first.kill()
-        raise AssertionError(first.communicate()[1][-3000:]) from None
+        raise AssertionError(stop_worker(first)[-3000:]) from None
     first.send_signal(signal.SIGKILL)
     first.wait()
     pgid = claims.pgid
@@ -108,7 +65,8 @@ def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(us
         stop_worker(second)
     assert bash["outcome"] == "indeterminate" and bash["attempts"] == 1
     assert not group_has_live_member(pgid)  # killed by the next worker's sweep
-    assert grep["outcome"] == "completed" and grep["attempts"] == 2
+    # Run again (twice, when a loaded machine stalled the next worker past its 2 s lease).
+    assert grep["outcome"] == "completed" and grep["attempts"] >= 2
     assert "slow.txt:1:aaab" in grep["modelContent"][0]["text"]
     # Nothing settled twice.
     responses = ConversationEvent.objects.filter(type="tool_call_response")

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-from django.db import connections
+from django.conf import settings
+from django.db import connection, connections
 
 from conversations.models import ConversationEvent
 from tools.runtime.worker import Worker
@@ -54,3 +60,69 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, every: float =
 def response_of(call_id: Any) -> dict[str, Any] | None:
     event = ConversationEvent.objects.filter(tool_call_id=call_id).first()
     return None if event is None else event.payload
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    """The URL of the test database, for processes of their own sharing it."""
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        return (
+            f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
+    return f"sqlite:///{db['NAME']}"
+
+
+def worker_process(
+    name: str,
+    *,
+    lease_seconds: float,
+    concurrency: int = 4,
+    wrapper: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """A ``manage.py runworker_tools`` process on the test database, ``DATA_DIR`` and
+    workspaces (``wrapper``: a command it runs under, e.g. ``faketime``). Its stderr goes to
+    ``<tmp>/worker-<name>.stderr`` (a pipe nobody reads could fill and stop it)."""
+    environ = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL"}}
+    environ.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=database_url(),
+        SECRET_KEY="crash-test-secret-" + "x" * 32,
+        ALLOWED_HOSTS="localhost",
+        DATA_DIR=str(settings.DATA_DIR),
+        TOOLCORE_WORKSPACE_ROOT=str(settings.TOOLCORE_WORKSPACE_ROOT),
+        TOOLCORE_CLAIM_LEASE=str(lease_seconds),
+        LOG_LEVEL="WARNING",
+        **(env or {}),
+    )
+    command = [sys.executable, "manage.py", "runworker_tools", "--name", name]
+    log = Path(settings.DATA_DIR).parent / f"worker-{name}.stderr"
+    with log.open("ab") as stderr:
+        process = subprocess.Popen(
+            [*wrapper, *command, "--concurrency", str(concurrency)],
+            cwd=ROOT,
+            env=environ,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    process.log = log  # type: ignore[attr-defined]
+    return process
+
+
+def stop_worker(process: subprocess.Popen) -> str:
+    """SIGTERM (SIGKILL if it lingers); what it wrote on stderr."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return worker_stderr(process)
+
+
+def worker_stderr(process: subprocess.Popen) -> str:
+    return process.log.read_text(errors="replace")  # type: ignore[attr-defined]

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import InterfaceError, OperationalError, connection, connections
 from django.utils import timezone
 
 from conversations.errors import StaleClaim
@@ -59,6 +59,10 @@ DATABASE_THREADS_EXTRA = 2  # besides one per concurrent call: pickup and the sw
 # A run still going this long after its start is published in_progress even if it has not
 # touched the database yet; one that ends sooner is published by its settlement.
 ANNOUNCE_AFTER = 0.05
+# A settlement whose database connection dropped is tried again this many times in all, after
+# 0.5 s, then 1 s: well within a third of the default lease, while renewals keep the claim.
+SETTLE_TRIES = 3
+SETTLE_RETRY_SECONDS = 0.5
 
 
 def worker_name() -> str:
@@ -268,20 +272,7 @@ class Worker:
                 return
             if announced is not None:
                 await asyncio.shield(announced)
-            await self.db(
-                call_settle,
-                call_id=claim.call_id,
-                outcome=result.outcome,
-                guard=ClaimGuard(claim.token, claim.generation),
-                result=result.result,
-                text=result.text,
-                items=result.items,
-                process=result.process,
-                reason=result.reason,
-                files=result.files,
-                async_run_id=result.async_run_id,
-                started_at=None if announced is not None else started,
-            )
+            await self._settle(claim, result, None if announced is not None else started)
         except StaleClaim:
             logger.info("call lost its claim before settling", extra=self._log(claim))
         except asyncio.CancelledError:
@@ -299,6 +290,38 @@ class Worker:
             self._running.pop(key, None)
             if self._wake is not None:
                 self._wake.set()  # a slot is free
+
+    async def _settle(self, claim: Claim, result: HandlerResult, started: Any) -> None:
+        """Settle under the claim; a database connection lost on the way (a restart, a
+        terminated backend) is tried again, up to ``SETTLE_TRIES`` times, while the claim is
+        still renewed. Safe: a settlement that did commit answers ``StaleClaim`` the next time,
+        and its files are accepted again with the same bytes."""
+        for tried in range(1, SETTLE_TRIES + 1):
+            try:
+                await self.db(
+                    call_settle,
+                    call_id=claim.call_id,
+                    outcome=result.outcome,
+                    guard=ClaimGuard(claim.token, claim.generation),
+                    result=result.result,
+                    text=result.text,
+                    items=result.items,
+                    process=result.process,
+                    reason=result.reason,
+                    files=result.files,
+                    async_run_id=result.async_run_id,
+                    started_at=started,
+                )
+                return
+            except (OperationalError, InterfaceError):
+                if tried == SETTLE_TRIES:
+                    raise
+                logger.warning(
+                    "settlement lost its database connection; trying again",
+                    extra=self._log(claim),
+                    exc_info=True,
+                )
+                await asyncio.sleep(SETTLE_RETRY_SECONDS * tried)
 
     async def _handle(
         self, handler: Handler, ctx: CallContext, claim: Claim

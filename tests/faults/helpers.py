@@ -1,0 +1,53 @@
+"""What every fault test ends with: recovery done, orphan files purged as an operator would,
+then the invariant check (``manage.py check_integrity``), which must pass."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from django.core.management import call_command
+
+from conversations.integrity import CHECKS
+from conversations.models import ConversationEvent, ToolCall
+
+
+def integrity() -> tuple[int, str]:
+    """``check_integrity`` on the test database: its exit status and output."""
+    out = StringIO()
+    try:
+        call_command("check_integrity", stdout=out)
+    except SystemExit as exc:
+        return int(exc.code), out.getvalue()
+    return 0, out.getvalue()
+
+
+def assert_intact(*, purge: bool = True) -> str:
+    """The invariants hold. ``purge``: first ``purge_orphans``, the step after a crash that
+    removes the files of attempts that never settled (the check names each; see
+    docs/reliability.md). Before it, the check may name orphan folders, and nothing else."""
+    code, output = integrity()
+    if purge:
+        assert all(line.startswith("orphans: ") for line in breach_lines(output)), output
+        call_command("purge_orphans", stdout=StringIO())
+        code, output = integrity()
+    assert code == 0, output
+    return output
+
+
+def breach_lines(output: str) -> list[str]:
+    """The breach lines of the check's output (not the summaries)."""
+    checks = tuple(f"{name}: " for name in CHECKS)
+    return [
+        line for line in output.splitlines() if line.startswith(checks) and "breach(es)" not in line
+    ]
+
+
+def settled_once(call_ids) -> dict[str, dict]:
+    """Every call settled, each by exactly one response: its payload by call id."""
+    assert not ToolCall.objects.filter(pk__in=list(call_ids)).exists()
+    responses = ConversationEvent.objects.filter(
+        type="tool_call_response", tool_call_id__in=list(call_ids)
+    )
+    payloads = {str(e.tool_call_id): e.payload for e in responses}
+    assert len(payloads) == responses.count() == len(call_ids)
+    return payloads

@@ -1,0 +1,101 @@
+"""``kill -9`` of a ``runworker_tools`` process while its calls run and while it settles them;
+another worker recovers: every call settled exactly once, nothing lost, the invariants hold.
+Real processes sharing the test database (SQLite or PostgreSQL) and ``DATA_DIR``."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from conversations.models import ConversationEvent, ExecutionClaim
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.tools.worker_helpers import stop_worker, wait_for, worker_process
+from tools.models import PermissionRule
+from tools.runtime.processes import group_has_live_member
+from tools.workspaces import conversation_workspace
+
+from .helpers import assert_intact, settled_once
+
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
+
+LEASE_SECONDS = 3  # renewed every second: a loaded machine does not stall a worker past it
+
+
+def _conversation(user):
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    conversation = new_conversation(user)
+    workspace = conversation_workspace(conversation)
+    workspace.mkdir(parents=True)
+    for n in range(20):
+        (workspace / f"f{n}.txt").write_text(f"file {n}\n" * 50)
+    return conversation, open_turn(conversation)
+
+
+def _kill(process) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+def test_kill_9_while_calls_run(user):
+    conversation, turn_id = _conversation(user)
+    sleeps = assistant_calls(
+        conversation, turn_id, *[("bash", {"command": f"sleep 60 # {n}"}) for n in range(3)]
+    ).call_ids
+    dying = worker_process("w-dies", lease_seconds=LEASE_SECONDS)
+    try:
+        wait_for(lambda: ExecutionClaim.objects.filter(pgid__isnull=False).count() == 3, 30)
+    except AssertionError:
+        raise AssertionError(stop_worker(dying)[-3000:]) from None
+    groups = list(ExecutionClaim.objects.values_list("pgid", flat=True))
+    _kill(dying)
+    assert all(group_has_live_member(pgid) for pgid in groups)  # the commands go on
+    # Calls made while no worker lives wait; the next worker runs them.
+    later = assistant_calls(
+        conversation, turn_id, ("read", {"path": "f1.txt"}), ("bash", {"command": "echo after"})
+    ).call_ids
+    calls = [*sleeps, *later]
+    successor = worker_process("w-next", lease_seconds=LEASE_SECONDS)
+    try:
+        wait_for(lambda: ConversationEvent.objects.filter(tool_call_id__in=calls).count() == 5, 30)
+        # Its sweep kills the groups the dead worker left (SIGTERM, SIGKILL 5 s later).
+        wait_for(lambda: not any(group_has_live_member(pgid) for pgid in groups), 30)
+    finally:
+        stop_worker(successor)
+    payloads = settled_once(calls)
+    assert [payloads[str(c)]["outcome"] for c in sleeps] == ["indeterminate"] * 3
+    assert [payloads[str(c)]["outcome"] for c in later] == ["completed"] * 2
+    assert_intact()
+
+
+def test_kill_9_while_settling(user):
+    """A worker settling a stream of quick calls is killed as it settles them (killed right
+    after one settlement committed, it is in the middle of the next ones): the calls it had
+    not settled are recovered, read-only ones run again, commands settle indeterminate."""
+    conversation, turn_id = _conversation(user)
+    reads = [("read", {"path": f"f{n}.txt"}) for n in range(20)]
+    commands = [("bash", {"command": f"echo {n}"}) for n in range(8)]
+    calls = assistant_calls(conversation, turn_id, *reads, *commands).call_ids
+    responses = ConversationEvent.objects.filter(tool_call_id__in=calls)
+    # Reads may run more than three times when a loaded machine stalls a worker past its
+    # lease: here they are to complete, not to give up.
+    patient = {"TOOLCORE_MAX_ATTEMPTS": "10"}
+    dying = worker_process("w-dies", lease_seconds=LEASE_SECONDS, concurrency=8, env=patient)
+    try:
+        wait_for(lambda: responses.count() >= 4, timeout=30, every=0.005)
+    except AssertionError:
+        raise AssertionError(stop_worker(dying)[-3000:]) from None
+    _kill(dying)
+    settled_before = responses.count()
+    successor = worker_process("w-next", lease_seconds=LEASE_SECONDS, env=patient)
+    try:
+        wait_for(lambda: responses.count() == len(calls), timeout=40)
+    finally:
+        stop_worker(successor)
+    payloads = settled_once(calls)
+    outcomes = {p["outcome"] for p in payloads.values()}
+    assert outcomes <= {"completed", "indeterminate"}, outcomes
+    for call_id in calls[:20]:  # reads are replay-safe: run again when their claim expired
+        assert payloads[str(call_id)]["outcome"] == "completed"
+    assert settled_before < len(calls)  # the kill did interrupt the stream
+    assert_intact()
