@@ -1,6 +1,7 @@
 """Every answer under ``/api/`` is JSON, also the ones Django produces itself (404, 405, 413, 500).
 
-Every 401 carries ``WWW-Authenticate: Bearer``, and every 4xx is logged here, once: one line with
+A database that is away (a dropped or refused connection) is a 503 `unavailable` with
+``Retry-After``, not a 500. Every 401 carries ``WWW-Authenticate: Bearer``, and every 4xx is logged here, once: one line with
 method, path, status and code (``conversations.logging.ApiRefusalFilter`` keeps Django's own
 "Not Found"/"Bad Request" lines for these paths out of the log).
 
@@ -14,6 +15,7 @@ import logging
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
 from projections.units import cut_text
@@ -24,6 +26,10 @@ from .responses import json_response
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
+# Errors of the database itself rather than of the request: answered 503, to be tried again.
+DATABASE_AWAY = (OperationalError, InterfaceError)
+UNAVAILABLE = "The database is unavailable: nothing was changed; try again shortly."
+RETRY_AFTER_SECONDS = 1
 _CODES = {
     400: ("bad_request", "Malformed request."),
     401: ("unauthorized", "Authentication required."),
@@ -125,6 +131,14 @@ class ApiErrorMiddleware(SyncAndAsyncMiddleware):
     def process_exception(self, request: HttpRequest, exception: Exception):
         if not request.path.startswith(API_PREFIX):
             return None
+        if isinstance(exception, DATABASE_AWAY):
+            # A connection dropped or refused, a lock not granted in time: nothing was written
+            # (each service is one transaction), and the same request may succeed shortly.
+            logger.error("database unavailable on %s: %s", request.path, exception)
+            response = json_response(error_body("unavailable", UNAVAILABLE), 503)
+            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            response._has_been_logged = True  # type: ignore[attr-defined]  # logged just above
+            return response
         logger.exception("unhandled error on %s", request.path)
         response = json_response(error_body("internal_error", "Internal server error."), 500)
         response._has_been_logged = True  # type: ignore[attr-defined]  # logged just above
