@@ -136,6 +136,11 @@ def summary(fragments: list[dict[str, Any]]) -> str:
     return text + "."
 
 
+def _vendor(url: str) -> str:
+    scheme = url.split(":", 1)[0] if url else "sqlite"
+    return {"postgres": "postgresql", "pgsql": "postgresql"}.get(scheme, scheme)
+
+
 def environment() -> dict[str, Any]:
     one, five, fifteen = os.getloadavg()
     database = os.environ.get("DATABASE_URL", "")
@@ -144,7 +149,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "cores": os.cpu_count(),
         "load_average": [round(one, 2), round(five, 2), round(fifteen, 2)],
-        "database": database.split(":", 1)[0] if database else "sqlite",
+        "database": _vendor(database),
         "channel_layer": "redis" if os.environ.get("REDIS_URL") else "in-memory",
     }
 

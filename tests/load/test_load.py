@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from tests.realtime.daphne_helpers import (
     ROOT,
@@ -120,6 +120,7 @@ class Client:
         self.sessions = 0
         self.refused = 0  # handshakes that failed (counted; retried)
         self.failure: str | None = None
+        self.closed_by_server: collections.Counter[int] = collections.Counter()  # by code
         self.responses: collections.Counter[str] = collections.Counter()  # call id → responses
 
     @property
@@ -141,7 +142,7 @@ class Client:
         server = self.chance.choice(self.run.daphnes)
         try:
             ws = await ws_connect(server, self.run.site.token)
-        except (OSError, InvalidStatus, TimeoutError):
+        except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed):
             self.refused += 1
             await asyncio.sleep(0.2)
             return
@@ -156,8 +157,11 @@ class Client:
                     self.take(json.loads(message))
                     if self.done():
                         break
-        except (TimeoutError, ConnectionClosed):
+        except TimeoutError:
             pass
+        except ConnectionClosed as closed:
+            if closed.rcvd is not None:  # the server closed it (a keepalive timeout is ours)
+                self.closed_by_server[closed.rcvd.code] += 1
         if self.chance.random() < 0.5:
             await ws.close()
         else:  # no closing handshake: the connection just drops
@@ -186,6 +190,15 @@ class Run:
 
     def rss(self) -> dict[str, int]:
         return {name: rss_bytes(p.pid) for name, p in self.processes.items()}
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) each process used so far."""
+        return {name: _cpu_seconds(p.pid) for name, p in self.processes.items()}
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _write(made: Site, daphnes: list[Daphne], conversations: list[list[str]]) -> dict:
@@ -266,11 +279,13 @@ async def test_clients_dropping_and_resuming_under_load_lose_and_duplicate_nothi
     started = time.monotonic()
     tasks = [asyncio.create_task(client.go()) for client in clients]
     writing = asyncio.create_task(_write(made, servers, conversations))
+    cpu_start = run.cpu()
     await asyncio.sleep(WARMUP_SECONDS)
     rss_warm = run.rss()
     written = await writing
     rss_end = run.rss()
     wrote_for = time.monotonic() - started
+    cpu = {name: (used - cpu_start[name]) / wrote_for for name, used in run.cpu().items()}
 
     run.final.update(await asyncio.to_thread(_settled, rest, conversations))
     try:
@@ -281,12 +296,14 @@ async def test_clients_dropping_and_resuming_under_load_lose_and_duplicate_nothi
             task.cancel()
     rest.close()
 
-    report = _report(run, clients, written, rss_warm, rss_end, wrote_for, len(servers))
+    report = _report(run, clients, written, (rss_warm, rss_end), cpu, wrote_for, len(servers))
     print(json.dumps(report, indent=1))
     if os.environ.get("TOOLCORE_LOAD_REPORT"):
         Path(os.environ["TOOLCORE_LOAD_REPORT"]).write_text(json.dumps(report, indent=1) + "\n")
 
     assert written["errors"] == [], written["errors"][:20]
+    closed = sum((c.closed_by_server for c in clients), collections.Counter())
+    assert not closed, f"the server closed sockets (codes: {dict(closed)})"
     failures = [c.failure for c in clients if c.failure]
     assert not failures, f"seed {run.seed}:\n" + "\n".join(failures[:20])
     for client in clients:  # every sequence exactly once, in order
@@ -294,7 +311,8 @@ async def test_clients_dropping_and_resuming_under_load_lose_and_duplicate_nothi
             f"seed {run.seed}: client {client.index}"
         )
     calls = [(cid, call) for cid, ids in written["calls"].items() for call in ids]
-    assert written["appended"] > 0 and calls, written
+    assert written["appended"] > 0, written
+    assert calls or CALLS_PER_SECOND == 0, written
     for cid, call in calls:  # every call settled exactly once, seen by every client of it
         for client in clients:
             if client.cid == cid:
@@ -321,11 +339,12 @@ def _report(
     run: Run,
     clients: list[Client],
     written: dict,
-    rss_warm: dict[str, int],
-    rss_end: dict[str, int],
+    rss: tuple[dict[str, int], dict[str, int]],
+    cpu: dict[str, float],
     wrote_for: float,
     daphnes: int,
 ) -> dict[str, Any]:
+    rss_warm, rss_end = rss
     latencies = run.latencies or [0.0]
     calls = sum(len(ids) for ids in written["calls"].values())
     return {
@@ -361,4 +380,6 @@ def _report(
             }
             for name in rss_warm
         },
+        "cpu_share_of_a_core": {name: round(share, 2) for name, share in cpu.items()},
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
