@@ -223,8 +223,9 @@ async def _write(made: Site, daphnes: list[Daphne], conversations: list[list[str
     return json.loads(out)
 
 
-def _settled(rest: Rest, conversations: list[list[str]]) -> dict[str, int]:
+def _settled(server: Daphne, token: str, conversations: list[list[str]]) -> dict[str, int]:
     """Waits until no call of any conversation is unfinished; their last sequences."""
+    rest = Rest(server.port, token)  # a fresh connection: an idle keep-alive one may be closed
     deadline = time.monotonic() + CATCH_UP_SECONDS
     for cid, turn_id in conversations:
         while True:
@@ -232,9 +233,11 @@ def _settled(rest: Rest, conversations: list[list[str]]) -> dict[str, int]:
             if rest.call("GET", path)["settled"]:
                 break
             assert time.monotonic() < deadline, f"calls of {cid} still unfinished"
-    return {
+    heads = {
         cid: rest.call("GET", f"/conversations/{cid}")["lastSequence"] for cid, _ in conversations
     }
+    rest.close()
+    return heads
 
 
 def _topology() -> tuple[int, int, dict[str, str]]:
@@ -274,6 +277,7 @@ async def test_clients_dropping_and_resuming_under_load_lose_and_duplicate_nothi
     for i in range(CONVERSATIONS):
         cid = rest.conversation_create(f"load {i}")
         conversations.append([cid, rest.turn_open(cid)])
+    rest.close()
     clients = [Client(i, conversations[i % CONVERSATIONS][0], run) for i in range(CLIENTS)]
 
     started = time.monotonic()
@@ -287,14 +291,13 @@ async def test_clients_dropping_and_resuming_under_load_lose_and_duplicate_nothi
     wrote_for = time.monotonic() - started
     cpu = {name: (used - cpu_start[name]) / wrote_for for name, used in run.cpu().items()}
 
-    run.final.update(await asyncio.to_thread(_settled, rest, conversations))
+    run.final.update(await asyncio.to_thread(_settled, servers[0], made.token, conversations))
     try:
         async with asyncio.timeout(CATCH_UP_SECONDS):
             await asyncio.gather(*tasks)
     finally:
         for task in tasks:
             task.cancel()
-    rest.close()
 
     report = _report(run, clients, written, (rss_warm, rss_end), cpu, wrote_for, len(servers))
     print(json.dumps(report, indent=1))
