@@ -284,12 +284,14 @@ async def test_clients_dropping_and_resuming_under_load_lose_and_duplicate_nothi
     tasks = [asyncio.create_task(client.go()) for client in clients]
     writing = asyncio.create_task(_write(made, servers, conversations))
     cpu_start = run.cpu()
+    own_start = sum(os.times()[:2])
     await asyncio.sleep(WARMUP_SECONDS)
     rss_warm = run.rss()
     written = await writing
     rss_end = run.rss()
     wrote_for = time.monotonic() - started
     cpu = {name: (used - cpu_start[name]) / wrote_for for name, used in run.cpu().items()}
+    cpu["the clients (the test process)"] = (sum(os.times()[:2]) - own_start) / wrote_for
 
     run.final.update(await asyncio.to_thread(_settled, servers[0], made.token, conversations))
     try:
