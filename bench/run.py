@@ -212,6 +212,8 @@ def main() -> int:
     env = environment()
     started = time.perf_counter()
     if args.collect:
+        if RESULTS.exists():  # the environment of the run that left the fragments
+            env = json.loads(RESULTS.read_text()).get("environment", env)
         fragments = [
             json.loads((FRAGMENTS / f"{p.stem}.json").read_text())
             for p in chosen
