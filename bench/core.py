@@ -395,6 +395,10 @@ def main() -> None:
         if floor:
             values["floor"] = statistics.median(floor)
         report.row(**texts, ok=ok, values=values)
+        if ok is not None:
+            verdicts.append(ok)
+
+    verdicts: list[bool] = []
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
@@ -490,7 +494,9 @@ def main() -> None:
 
         connections.close_all()
         drop_bench_database(connection)
-    report.write()
+    footer = f"{sum(verdicts)} of {len(verdicts)} goals met."
+    print(f"\n{footer}")
+    report.write(footer)
 
 
 if __name__ == "__main__":
