@@ -10,7 +10,7 @@ promises under load, and reports (prints) what it measured:
   at random;
 - every ``bash`` call settled exactly once (one ``tool_call_response`` in the log) and
   ``completed``;
-- no request answered an error, no process logged one;
+- no request answered an error, no server closed a socket, no process logged an error;
 - each process's resident memory at the end of the run is within a generous bound of what it
   was after the warm-up (flat, not growing with the events served);
 - reported, not asserted tightly: the delivery latency (the event's ``createdAt`` to its receipt
