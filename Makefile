@@ -37,11 +37,11 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Every bench/*.py, then one table; writes bench/results.json and refreshes docs/performance.md.
+# SQLite and the in-memory layer unless DATABASE_URL / REDIS_URL say otherwise (the worker
+# figures need PostgreSQL and are skipped without it).
 bench: $(STAMP)
-	$(BIN)/python bench/core.py
-	$(BIN)/python bench/projections.py
-	$(BIN)/python bench/execution.py
-	$(BIN)/python bench/realtime.py
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) data/test-toolcore-*.sqlite3*

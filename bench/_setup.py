@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -39,18 +38,7 @@ def drop_bench_database(connection) -> None:
     connection.creation.destroy_test_db(name, verbosity=0)
 
 
-def median_of(runs: int, measure: Callable[[], float]) -> float:
-    return statistics.median(measure() for _ in range(runs))
-
-
 def timed(fn: Callable[[], object]) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
-
-
-def row(name: str, service: float, baseline: float, goal: float | None, unit: str = "s") -> str:
-    ratio = baseline / service if service else float("inf")
-    verdict = "" if goal is None else ("PASS" if ratio >= goal else "FAIL")
-    goal_text = "" if goal is None else f">= {goal}"
-    return f"| {name} | {service:.3f} {unit} | {baseline:.3f} {unit} | {ratio:.2f} | {goal_text} {verdict} |"

@@ -65,6 +65,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _report import Report, ratio_text, spread  # noqa: E402
+
 from tools.runtime.capture import ProcessCapture, tool_environment  # noqa: E402
 from tools.runtime.live import LiveOutput  # noqa: E402
 
@@ -83,29 +85,44 @@ def _status_kib(field: str) -> int:
 
 
 class Table:
-    def __init__(self) -> None:
+    def __init__(self, report: Report) -> None:
+        self.report = report
         self.verdicts: list[bool] = []
 
     def add(
         self,
         figure: str,
-        measured: str,
-        baseline: str,
-        ratio: float | None,
+        measured_text: str,
+        baseline_text: str,
+        ratios: list[float] | float | None,
         goal: str = "",
         ok=None,
+        verdict: str = "",
+        **values: Any,
     ) -> None:
-        verdict = "" if ok is None else ("PASS" if ok else "FAIL")
+        """A row; ``ratios`` one number or the runs' ratios (the median printed, the smallest
+        and largest in brackets); ``values`` the numbers behind the texts (bench/_report.py)."""
+        verdict = verdict or ("" if ok is None else ("PASS" if ok else "FAIL"))
         if ok is not None:
             self.verdicts.append(ok)
-        ratio_text = "" if ratio is None else f"{ratio:.2f}"
+        ratio = "" if ratios is None else spread(ratios, ratio_text)
         print(
-            f"| {figure} | {measured} | {baseline} | {ratio_text} | {goal} | {verdict} |",
+            f"| {figure} | {measured_text} | {baseline_text} | {ratio} | {goal} | {verdict} |",
             flush=True,
+        )
+        self.report.row(
+            figure=figure,
+            measured=measured_text,
+            baseline=baseline_text,
+            ratio=ratio,
+            goal=goal,
+            ok=ok,
+            values={**values, "ratio": ratios},
         )
 
     def skip(self, figure: str, reason: str) -> None:
         print(f"| {figure} | skipped: {reason} | | | | |", flush=True)
+        self.report.skip(figure, reason)
 
 
 def seconds(t: float) -> str:
@@ -121,6 +138,18 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), math.ceil(p / 100 * len(ordered))))
     return ordered[rank - 1]
+
+
+def per_run(a: list[float], b: list[float]) -> list[float]:
+    """``a[i] / b[i]`` for each run."""
+    return [x / y for x, y in zip(a, b, strict=True)]
+
+
+def by_run(samples: list[float], runs: int, p: float) -> list[float]:
+    """The ``p``-th percentile of each of ``runs`` consecutive slices of ``samples`` (taken in
+    turns with their baseline's): the spread of a percentile from run to run."""
+    size = max(1, len(samples) // max(1, runs))
+    return [percentile(samples[i : i + size], p) for i in range(0, size * runs, size)]
 
 
 def in_turns(runs: int, *fns: Callable[[], object]) -> list[list]:
@@ -207,25 +236,30 @@ def _capture_rows(
     captured, redirected = in_turns(
         runs, _capture(command, folder, live=live), _shell_redirect(command, folder)
     )
-    spent = statistics.median(r["seconds"] for r in captured)
-    baseline = statistics.median(redirected)
-    ratio = spent / baseline
+    spent = [r["seconds"] for r in captured]
+    ratios = per_run(spent, redirected)
     table.add(
         f"{name} (baseline: the shell redirects it to a file)",
-        seconds(spent),
-        seconds(baseline),
-        ratio,
+        spread(spent, seconds),
+        spread(redirected, seconds),
+        ratios,
         "≤ 2" if goal else "",
-        ratio <= 2 if goal else None,
+        statistics.median(ratios) <= 2 if goal else None,
+        measured=spent,
+        baseline=redirected,
+        unit="s",
     )
-    growth = statistics.median(r["growth"] for r in captured)
+    growth = [r["growth"] / MIB for r in captured]
     table.add(
         f"{name}: peak RSS growth (baseline: the output's size)",
-        f"{growth / MIB:.1f} MiB",
+        spread(growth, lambda v: f"{v:.1f} MiB"),
         f"{CAPTURE_BYTES // MIB} MiB",
-        growth / CAPTURE_BYTES,
+        [g * MIB / CAPTURE_BYTES for g in growth],
         "≤ 32 MiB",
-        growth <= 32 * MIB,
+        statistics.median(growth) <= 32,
+        measured=growth,
+        baseline=CAPTURE_BYTES / MIB,
+        unit="MiB",
     )
 
 
@@ -547,33 +581,45 @@ def bench_grep(table: Table, runs: int, folder: Path) -> None:
 
             return run
 
-        tool, grep, floor = (
-            statistics.median(x)
-            for x in in_turns(
-                runs,
-                timed(lambda: _grep_tool(workspace)),
-                timed(lambda: _grep_rn(workspace)),
-                timed(lambda: _walk_and_read(workspace)),
-            )
+        tool, grep, floor = in_turns(
+            runs,
+            timed(lambda: _grep_tool(workspace)),
+            timed(lambda: _grep_rn(workspace)),
+            timed(lambda: _walk_and_read(workspace)),
         )
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
+    ratios = per_run(tool, grep)
     table.add(
         f"`grep` tool over {files:,} files ({size / MIB:.0f} MiB), {planted} matches "
         "(baseline: `grep -rnE` of the same pattern)",
-        seconds(tool),
-        seconds(grep),
-        tool / grep,
+        spread(tool, seconds),
+        spread(grep, seconds),
+        ratios,
         "≤ 3",
-        tool / grep <= 3,
+        statistics.median(ratios) <= 3,
+        measured=tool,
+        baseline=grep,
+        unit="s",
     )
     table.add(
         "  floor: `os.scandir` walk + read of every file, no regex (baseline: `grep -rnE`)",
-        seconds(floor),
-        seconds(grep),
-        floor / grep,
+        spread(floor, seconds),
+        spread(grep, seconds),
+        per_run(floor, grep),
+        measured=floor,
+        baseline=grep,
+        unit="s",
     )
-    table.add("  the `grep` tool against that floor", seconds(tool), seconds(floor), tool / floor)
+    table.add(
+        "  the `grep` tool against that floor",
+        spread(tool, seconds),
+        spread(floor, seconds),
+        per_run(tool, floor),
+        measured=tool,
+        baseline=floor,
+        unit="s",
+    )
 
 
 # --- worker processes --------------------------------------------------------------------------
@@ -1062,7 +1108,7 @@ def bench_pickup(table: Table, runs: int, folder: Path) -> None:
             errors = log.read()
             log.close()
         assert "Traceback" not in errors, errors[-3000:]
-        _pickup_rows(table, figure, samples, pickups, notifies, floors)
+        _pickup_rows(table, figure, samples, runs, pickups, notifies, floors)
         _pickup_breakdown(table, connection, env, clock, conversation, turn_id, folder)
     finally:
         clock.close()
@@ -1074,39 +1120,71 @@ def _pickup_rows(
     table: Table,
     figure: str,
     samples: int,
+    runs: int,
     pickups: list[dict],
     notifies: list[float],
     floors: list[float],
 ) -> None:
+    """p50 and p99 of all the samples; the spread in brackets is the p50 (p99) of each of
+    ``runs`` consecutive slices of them."""
     latency = [p["latency"] for p in pickups]
-    p50, p99 = percentile(latency, 50), percentile(latency, 99)
-    n50, n99 = percentile(notifies, 50), percentile(notifies, 99)
+    p50, n50, f50 = (by_run(x, runs, 50) for x in (latency, notifies, floors))
+    ratios, floor_ratios = per_run(p50, n50), per_run(f50, n50)
+    ok = percentile(latency, 50) / percentile(notifies, 50) <= 10
+    above = not ok and statistics.median(floor_ratios) > 10
     table.add(
         f"{figure} `manage.py runworker_tools`: commit that makes a `bash` call ready → its "
         f"process's first instruction, p50 of {samples} (baseline: a `LISTEN`/`NOTIFY` round "
         "trip between two processes, p50)",
-        millis(p50),
-        millis(n50),
-        p50 / n50,
+        spread(p50, millis),
+        spread(n50, millis),
+        ratios,
         "p50 ≤ 10×",
-        p50 / n50 <= 10,
+        ok,
+        "FAIL (goal below the floor)" if above else "",
+        measured=p50,
+        baseline=n50,
+        unit="s",
+        floor=statistics.median(floor_ratios),
     )
-    table.add("  the same, p99", millis(p99), millis(n99), p99 / n99)
-    f50 = percentile(floors, 50)
+    p99, n99 = by_run(latency, runs, 99), by_run(notifies, runs, 99)
+    table.add(
+        "  the same, p99",
+        spread(p99, millis),
+        spread(n99, millis),
+        per_run(p99, n99),
+        measured=p99,
+        baseline=n99,
+        unit="s",
+    )
     table.add(
         "  floor, in turns with them: a raw process (psycopg, no Django) that hears the "
         "notification, claims the row in one statement and a commit, and `Popen`s the same "
         "command; commit → first instruction, p50 (baseline: the round trip)",
-        millis(f50),
-        millis(n50),
-        f50 / n50,
+        spread(f50, millis),
+        spread(n50, millis),
+        floor_ratios,
+        measured=f50,
+        baseline=n50,
+        unit="s",
     )
-    table.add("  the pickup against that floor, p50", millis(p50), millis(f50), p50 / f50)
+    table.add(
+        "  the pickup against that floor, p50",
+        spread(p50, millis),
+        spread(f50, millis),
+        per_run(p50, f50),
+        measured=p50,
+        baseline=f50,
+        unit="s",
+    )
+    commits = by_run([p["commit"] for p in pickups], runs, 50)
     table.add(
         "  of which the commit itself (`COMMIT` sent → returned), p50",
-        millis(percentile([p["commit"] for p in pickups], 50)),
+        spread(commits, millis),
         "",
         None,
+        measured=commits,
+        unit="s",
     )
 
 
@@ -1296,43 +1374,58 @@ def bench_claim_run_settle(table: Table, runs: int, folder: Path) -> None:
         k: {key: statistics.median(a[key] for a in runs_of_k) for key in runs_of_k[0]}
         for k, runs_of_k in zip(THROUGHPUT_PROCESSES, answers, strict=True)
     }
+    spent = {
+        k: [a["seconds"] for a in runs_of_k]
+        for k, runs_of_k in zip(THROUGHPUT_PROCESSES, answers, strict=True)
+    }
     raw_time = statistics.median(raws)
     one = got[1]["seconds"]
 
     def cpu(k: int) -> str:
         g = got[k]
-        spread = "" if k == 1 else f" (each process {g['least']:.2f}–{g['most']:.2f} s)"
+        each = "" if k == 1 else f" (each process {g['least']:.2f}–{g['most']:.2f} s)"
         return (
-            f"; CPU a call: workers {g['workers'] / n * 1000:.1f} ms{spread}, PostgreSQL "
+            f"; CPU a call: workers {g['workers'] / n * 1000:.1f} ms{each}, PostgreSQL "
             f"{g['postgres'] / n * 1000:.1f} ms; machine busy {g['busy']:.0%}"
         )
 
     table.add(
         f"{figure}, 1 worker process (baseline: {n:,} raw psycopg `INSERT` + `DELETE` "
         "transactions)",
-        f"{seconds(one)} ({one / n * 1000:.2f} ms a call{cpu(1)})",
-        f"{seconds(raw_time)} ({raw_time / n * 1000:.2f} ms each)",
-        one / raw_time,
+        f"{spread(spent[1], seconds)} ({one / n * 1000:.2f} ms a call{cpu(1)})",
+        f"{spread(raws, seconds)} ({raw_time / n * 1000:.2f} ms each)",
+        per_run(spent[1], raws),
+        measured=spent[1],
+        baseline=raws,
+        unit="s",
     )
     # More processes can only use the CPU one process leaves idle: on this machine, at most
     # 1 ÷ (the share of the whole machine busy while one process runs) times faster.
+    ceilings = [1 / a["busy"] for a in answers[0]]
     table.add(
         f"  ceiling of any speedup on {os.cpu_count()} cores: 1 ÷ the machine's busy share with "
         "1 process (a goal above it is out of reach here)",
         "",
         "",
-        1 / got[1]["busy"],
+        ceilings,
     )
     for k in THROUGHPUT_PROCESSES[1:]:
-        spent = got[k]["seconds"]
         goal = k == 4
+        speedups = per_run(spent[1], spent[k])
+        ok = statistics.median(speedups) >= 1.5 if goal else None
+        above = ok is False and statistics.median(ceilings) < 1.5
         table.add(
             f"{figure}, {k} worker processes (baseline: 1; ratio: speedup)",
-            f"{seconds(spent)} ({spent / n * 1000:.2f} ms a call{cpu(k)})",
-            seconds(one),
-            one / spent,
+            f"{spread(spent[k], seconds)} ({got[k]['seconds'] / n * 1000:.2f} ms a call{cpu(k)})",
+            spread(spent[1], seconds),
+            speedups,
             "speedup ≥ 1.5" if goal else "",
-            one / spent >= 1.5 if goal else None,
+            ok,
+            "FAIL (goal above the ceiling)" if above else "",
+            measured=spent[k],
+            baseline=spent[1],
+            unit="s",
+            floor=statistics.median(ceilings) if goal else None,
         )
 
 
@@ -1355,6 +1448,7 @@ def _load() -> str:
 
 def main() -> None:
     global QUICK, PROFILE
+    report = Report("execution")  # takes ``--json PATH`` off the command line
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--quick", action="store_true", help="1 run per figure, smaller sizes")
@@ -1392,15 +1486,16 @@ def main() -> None:
         PROFILE.mkdir(parents=True, exist_ok=True)
     runs = 1 if args.quick else max(1, args.runs)
     started = time.perf_counter()
-    print(
+    report.header = (
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; Python "
         f"{platform.python_version()}; {os.cpu_count()} cores; {_load()} at the start; "
-        f"medians of {runs} runs. Ratio: measured over baseline (lower is better) unless the row "
-        "says otherwise.\n"
+        f"medians of {runs} runs (smallest–largest). Ratio: measured over baseline (lower is "
+        "better) unless the row says otherwise."
     )
+    print(report.header + "\n")
     print("| figure | measured | baseline | ratio | goal | result |")
     print("|---|---|---|---|---|---|")
-    table = Table()
+    table = Table(report)
     try:
         with tempfile.TemporaryDirectory(prefix="toolcore-bench-") as tmp:
             for bench in BENCHES:
@@ -1409,10 +1504,12 @@ def main() -> None:
                     bench(table, runs, Path(tmp))
     finally:
         DJANGO.close()
-    print(
-        f"\n{sum(table.verdicts)} of {len(table.verdicts)} goals met; "
+    footer = (
+        f"{sum(table.verdicts)} of {len(table.verdicts)} goals met; "
         f"{time.perf_counter() - started:.0f} s in all; {_load()} at the end."
     )
+    print(f"\n{footer}")
+    report.write(footer)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 Run from the repository root (the script puts the root on ``sys.path``, so nothing needs
 installing; the projections import nothing from Django). Prints a Markdown table (the one in
 docs/performance.md) with PASS/FAIL per goal and always exits 0: it is a report, not a test.
+``--json PATH`` also writes the rows as data (bench/_report.py; ``bench/run.py`` collects them).
 The unit tests never time anything (they count the work that decides these figures instead);
 the clocks live here.
 
@@ -23,16 +24,21 @@ import os
 import platform
 import random
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _report import Report, ratio_text, spread  # noqa: E402
 
 from projections.frames import frame_page  # noqa: E402
 from projections.json_cost import json_cost, json_size  # noqa: E402
@@ -80,8 +86,8 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def medians(runs: int, *fns: Callable[[], object]) -> list[float]:
-    """Median seconds of each of ``fns`` over ``runs`` runs, run in turns (a, b, a, b, …) so
+def in_turns(runs: int, *fns: Callable[[], object]) -> list[list[float]]:
+    """Seconds of each of ``fns`` in each of ``runs`` runs, run in turns (a, b, a, b, …) so
     that a burst of load from other processes falls on both sides of a ratio."""
     for fn in fns:
         fn()  # warm up: page cache, imports, allocator
@@ -89,7 +95,12 @@ def medians(runs: int, *fns: Callable[[], object]) -> list[float]:
     for _ in range(runs):
         for fn, spent in zip(fns, times, strict=True):
             spent.append(timed(fn))
-    return [statistics.median(spent) for spent in times]
+    return times
+
+
+def per_run(a: list[float], b: list[float]) -> list[float]:
+    """``a[i] / b[i]`` for each run."""
+    return [x / y for x, y in zip(a, b, strict=True)]
 
 
 def peak_growth(fn: Callable[[], object]) -> int:
@@ -106,33 +117,48 @@ def peak_growth(fn: Callable[[], object]) -> int:
 
 
 class Table:
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, ...]] = []
+    def __init__(self, report: Report) -> None:
+        self.report = report
         self.verdicts: list[bool] = []
 
     def add(
         self,
         figure: str,
-        measured: str,
-        baseline: str,
-        ratio: float | None,
+        measured_text: str,
+        baseline_text: str,
+        ratios: list[float] | float | None,
         goal: str = "",
         ok: bool | None = None,
+        **values: Any,
     ) -> None:
+        """A row; ``values`` are the numbers behind it (bench/_report.py)."""
         verdict = "" if ok is None else ("PASS" if ok else "FAIL")
         if ok is not None:
             self.verdicts.append(ok)
-        ratio_text = "" if ratio is None else f"{ratio:.2f}"
-        self.rows.append((figure, measured, baseline, ratio_text, goal, verdict))
-        print("| " + " | ".join(self.rows[-1]) + " |", flush=True)
+        ratio = "" if ratios is None else spread(ratios, ratio_text)
+        print(
+            f"| {figure} | {measured_text} | {baseline_text} | {ratio} | {goal} | {verdict} |",
+            flush=True,
+        )
+        values["ratio"] = ratios
+        self.report.row(
+            figure=figure,
+            measured=measured_text,
+            baseline=baseline_text,
+            ratio=ratio,
+            goal=goal,
+            ok=ok,
+            values=values,
+        )
 
 
 def seconds(t: float) -> str:
     return f"{t * 1000:.1f} ms" if t < 1 else f"{t:.2f} s"
 
 
-def rate(size: int, t: float) -> str:
-    return f"{seconds(t)} ({size / t / 1e6:.0f} MB/s)"
+def rate(size: int, times: list[float]) -> str:
+    t = statistics.median(times)
+    return f"{spread(times, seconds)} ({size / t / 1e6:.0f} MB/s)"
 
 
 # --- inputs ------------------------------------------------------------------------------------
@@ -199,6 +225,15 @@ def keyword_scan(path: Path) -> None:
                 low.find(needle)
 
 
+def grep_count(path: Path) -> int:
+    """GNU grep counting the lines with a keyword, case-insensitive, as whole words."""
+    pattern = r"\b(" + "|".join(KEYWORDS) + r")\b"
+    done = subprocess.run(
+        ["grep", "-ciE", pattern, str(path)], capture_output=True, text=True, check=False
+    )
+    return int(done.stdout.strip() or 0)
+
+
 def naive_scan(path: Path) -> int:
     """The obvious way: text mode, per-line ``re.search(..., re.IGNORECASE)``."""
     found = 0
@@ -218,29 +253,51 @@ def bench_compact_diagnostic(table: Table, runs: int, folder: Path) -> dict[str,
         capture = folder / f"build-16-{near_misses}.txt"
         lines = build_capture(capture, 16 * MIB, near_misses=near_misses)
         size = capture.stat().st_size
-        ours, raw = medians(
+        ours, raw = in_turns(
             runs,
             lambda c=capture: project_process(c, exit_code=2),
             lambda c=capture: keyword_scan(c),
         )
         what = "-Werror every 25th line" if near_misses else "no near misses"
+        ratios = per_run(raw, ours)
         table.add(
             f"compact_diagnostic, 16 MiB / {lines:,} lines, {what} (baseline: lower + find)",
             rate(size, ours),
             rate(size, raw),
-            raw / ours,
+            ratios,
             "≥ 0.33",
-            raw / ours >= 1 / 3,
+            statistics.median(ratios) >= 1 / 3,
+            measured=ours,
+            baseline=raw,
+            unit="s",
         )
         if near_misses:
             files["16 MiB build capture"] = capture
-            (naive,) = medians(runs, lambda c=capture: naive_scan(c))
+            naive, raw = in_turns(
+                runs, lambda c=capture: naive_scan(c), lambda c=capture: keyword_scan(c)
+            )
             table.add(
                 "  reference: per-line `re.search(..., re.IGNORECASE)`, same capture",
                 rate(size, naive),
                 rate(size, raw),
-                raw / naive,
+                per_run(raw, naive),
+                measured=naive,
+                baseline=raw,
+                unit="s",
             )
+            if shutil.which("grep"):
+                grep, raw = in_turns(
+                    runs, lambda c=capture: grep_count(c), lambda c=capture: keyword_scan(c)
+                )
+                table.add(
+                    "  reference: GNU `grep -ciE` of the keywords (whole words), same capture",
+                    rate(size, grep),
+                    rate(size, raw),
+                    per_run(raw, grep),
+                    measured=grep,
+                    baseline=raw,
+                    unit="s",
+                )
     return files
 
 
@@ -266,6 +323,9 @@ def bench_process_memory(table: Table, folder: Path, files: dict[str, Path]) -> 
             peak / size,
             "≤ 4 MiB",
             peak <= 4 * MIB,
+            measured=peak / MIB,
+            baseline=size / MIB,
+            unit="MiB",
         )
 
 
@@ -301,31 +361,41 @@ def bench_streaming(table: Table, runs: int) -> None:
         for key, value in marks.items():
             blocks[key].append(value)
 
-    t16, t64, cost = medians(runs, lambda: stream(quarter), run64, lambda: json_cost(quarter))
+    t16, t64, cost = in_turns(runs, lambda: stream(quarter), run64, lambda: json_cost(quarter))
     assert stream(quarter) == bound_tool_output(quarter)  # the figure is of the right work
     table.add(
         "append_tool_output, 16 MiB in 4 KiB deltas (baseline: json_cost of it, one pass)",
-        seconds(t16),
-        seconds(cost),
-        t16 / cost,
+        spread(t16, seconds),
+        spread(cost, seconds),
+        per_run(t16, cost),
+        measured=t16,
+        baseline=cost,
+        unit="s",
     )
+    ratios = per_run(t64, t16)
     table.add(
         "append_tool_output, 64 MiB in 4 KiB deltas (ratio: 64 MiB / 16 MiB)",
-        seconds(t64),
-        seconds(t16),
-        t64 / t16,
+        spread(t64, seconds),
+        spread(t16, seconds),
+        ratios,
         "≤ 4.5",
-        t64 / t16 <= 4.5,
+        statistics.median(ratios) <= 4.5,
+        measured=t64,
+        baseline=t16,
+        unit="s",
     )
-    first = statistics.median(blocks["first"])
-    last = statistics.median(blocks["last"])
+    first, last = blocks["first"][1:], blocks["last"][1:]  # not the warm-up's
+    ratios = per_run(last, first)
     table.add(
         "  last 1,000 deltas of 64 MiB vs first 1,000 after the cut (flat)",
-        seconds(last),
-        seconds(first),
-        last / first,
+        spread(last, seconds),
+        spread(first, seconds),
+        ratios,
         "≤ 1.5",
-        last / first <= 1.5,
+        statistics.median(ratios) <= 1.5,
+        measured=last,
+        baseline=first,
+        unit="s",
     )
 
 
@@ -360,22 +430,27 @@ def bench_tracker(table: Table, runs: int) -> None:
     sizes = (MIB, 2 * MIB)
     resend_times(text, sizes)  # warm up
     measured = [resend_times(text, sizes) for _ in range(runs)]
-    per_resend = {size: statistics.median(m[k] for m in measured) for k, size in enumerate(sizes)}
-    hashing = statistics.median(m[-1] for m in measured)
+    one, two, hashing = ([m[k] for m in measured] for k in range(3))
     table.add(
         "tracker resend (+10 KiB) at 1 MiB (baseline: encode + SHA-1 of 1 MiB)",
-        seconds(per_resend[MIB]),
-        seconds(hashing),
-        per_resend[MIB] / hashing,
+        spread(one, seconds),
+        spread(hashing, seconds),
+        per_run(one, hashing),
+        measured=one,
+        baseline=hashing,
+        unit="s",
     )
-    ratio = per_resend[2 * MIB] / per_resend[MIB]
+    ratios = per_run(two, one)
     table.add(
         "tracker resend (+10 KiB) at 2 MiB (ratio: 2 MiB / 1 MiB)",
-        seconds(per_resend[2 * MIB]),
-        seconds(per_resend[MIB]),
-        ratio,
+        spread(two, seconds),
+        spread(one, seconds),
+        ratios,
         "≤ 2.5",
-        ratio <= 2.5,
+        statistics.median(ratios) <= 2.5,
+        measured=two,
+        baseline=one,
+        unit="s",
     )
 
 
@@ -418,14 +493,18 @@ def bench_frames(table: Table, runs: int) -> None:
                 spent[len(rs)] += time.perf_counter() - started
         for n, t in spent.items():
             per_page[n].append(t / (PAGE_BATCHES_PER_RUN * PAGES_PER_BATCH))
-    t_small, t_large = (statistics.median(per_page[n]) for n in (1_000, 100_000))
+    t_small, t_large = per_page[1_000], per_page[100_000]
+    ratios = per_run(t_large, t_small)
     table.add(
         "frame_page, one page over 100,000 records (baseline: over 1,000)",
-        seconds(t_large),
-        seconds(t_small),
-        t_large / t_small,
+        spread(t_large, seconds),
+        spread(t_small, seconds),
+        ratios,
         "≤ 1.3",
-        t_large / t_small <= 1.3,
+        statistics.median(ratios) <= 1.3,
+        measured=t_large,
+        baseline=t_small,
+        unit="s",
     )
 
 
@@ -436,31 +515,36 @@ def bench_transcript(table: Table, runs: int) -> None:
         project_transcript(tool_name="bash", arguments={"command": "x"}, result_text=text)
         project_transcript(tool_name="read", arguments={}, result_text=text)
 
-    t, count = medians(runs, previews, lambda: (text.count("\n"), text.count("\n")))
+    t, count = in_turns(runs, previews, lambda: (text.count("\n"), text.count("\n")))
     table.add(
         "transcript previews (bash + read) of a 27 MB output (baseline: 2 × str.count)",
-        seconds(t),
-        seconds(count),
-        t / count,
+        spread(t, seconds),
+        spread(count, seconds),
+        per_run(t, count),
+        measured=t,
+        baseline=count,
+        unit="s",
     )
 
 
 def main() -> None:
+    report = Report("projections")  # takes ``--json PATH`` off the command line
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (median)")
     parser.add_argument("--quick", action="store_true", help="3 runs per figure")
     args = parser.parse_args()
     runs = 3 if args.quick else max(1, args.runs)
     started = time.perf_counter()
-    print(
+    report.header = (
         f"{datetime.date.today().isoformat()}; Python {platform.python_version()}; "
-        f"{os.cpu_count()} cores; medians of {runs} runs. Ratio: on MB/s rows the baseline's time "
-        "over the measured time (the share of the baseline's throughput, higher is better); on "
-        "every other row measured over baseline (lower is better).\n"
+        f"{os.cpu_count()} cores; medians of {runs} runs (smallest–largest). Ratio: on MB/s rows "
+        "the baseline's time over the measured time (the share of the baseline's throughput, "
+        "higher is better); on every other row measured over baseline (lower is better)."
     )
+    print(report.header + "\n")
     print("| figure | measured | baseline | ratio | goal | result |")
     print("|---|---|---|---|---|---|")
-    table = Table()
+    table = Table(report)
     with tempfile.TemporaryDirectory(prefix="toolcore-bench-") as tmp:
         folder = Path(tmp)
         files = bench_compact_diagnostic(table, runs, folder)
@@ -470,10 +554,12 @@ def main() -> None:
     bench_frames(table, runs)
     bench_transcript(table, runs)
     passed = sum(table.verdicts)
-    print(
-        f"\n{passed} of {len(table.verdicts)} goals met; "
+    footer = (
+        f"{passed} of {len(table.verdicts)} goals met; "
         f"{time.perf_counter() - started:.0f} s in all."
     )
+    print(f"\n{footer}")
+    report.write(footer)
 
 
 if __name__ == "__main__":

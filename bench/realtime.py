@@ -57,6 +57,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _report import Report, ratio_text, spread
 from realtime_peers import Child, Daphne, cpu_seconds, free_port, raise_fd_limit
 
 MS = 1000.0
@@ -71,13 +72,6 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), math.ceil(p / 100 * len(ordered))))
     return ordered[rank - 1]
-
-
-def spread(values: list[float], fmt: Callable[[float], str]) -> str:
-    """The median, and the smallest and largest in brackets when there are several."""
-    if len(values) == 1:
-        return fmt(values[0])
-    return f"{fmt(statistics.median(values))} ({fmt(min(values))}–{fmt(max(values))})"
 
 
 def rate(value: float) -> str:
@@ -96,32 +90,45 @@ def kib(value: float) -> str:
     return f"{value / KIB:.1f} KiB"
 
 
-def ratio_text(value: float) -> str:
-    return f"{value:.2f}"
-
-
 class Table:
-    def __init__(self) -> None:
+    def __init__(self, report: Report) -> None:
+        self.report = report
         self.verdicts: list[bool] = []
         self.notes: list[str] = []
 
     def add(
         self,
         figure: str,
-        measured: str,
-        baseline: str = "",
+        measured_text: str,
+        baseline_text: str = "",
         ratios: list[float] | None = None,
         goal: str = "",
         ok: bool | None = None,
+        verdict: str = "",
+        **values: Any,
     ) -> None:
-        verdict = "" if ok is None else ("PASS" if ok else "FAIL")
+        """A row; ``values`` are the numbers behind its texts (bench/_report.py)."""
+        verdict = verdict or ("" if ok is None else ("PASS" if ok else "FAIL"))
         if ok is not None:
             self.verdicts.append(ok)
         ratio = "" if not ratios else spread(ratios, ratio_text)
-        print(f"| {figure} | {measured} | {baseline} | {ratio} | {goal} | {verdict} |", flush=True)
+        print(
+            f"| {figure} | {measured_text} | {baseline_text} | {ratio} | {goal} | {verdict} |",
+            flush=True,
+        )
+        self.report.row(
+            figure=figure,
+            measured=measured_text,
+            baseline=baseline_text,
+            ratio=ratio,
+            goal=goal,
+            ok=ok,
+            values={**values, "ratio": ratios},
+        )
 
     def skip(self, figure: str, reason: str) -> None:
         print(f"| {figure} | skipped: {reason} | | | | |", flush=True)
+        self.report.skip(figure, reason)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -426,6 +433,8 @@ def bench_replay(bench: Bench, table: Table, runs: int) -> None:
         stopped(daphne)
     figure = f"replay of {n:,} stored events to one client, events/s"
     ratios = per_run(got, base)
+    floor_ratios = per_run(low, base)
+    ok = statistics.median(ratios) >= 0.5
     table.add(
         f"{figure}: `/ws/conversations/` on daphne (baseline: a bare `websockets` server sending "
         "the same replay frames, pre-encoded)",
@@ -433,15 +442,22 @@ def bench_replay(bench: Bench, table: Table, runs: int) -> None:
         spread(base, rate),
         ratios,
         "≥ 0.5",
-        statistics.median(ratios) >= 0.5,
+        ok,
+        "FAIL (goal above the floor)" if not ok and statistics.median(floor_ratios) < 0.5 else "",
+        measured=got,
+        baseline=base,
+        unit="events/s",
+        floor=statistics.median(floor_ratios),
     )
-    floor_ratios = per_run(low, base)
     table.add(
         f"  floor: a bare server reading the rows with the raw driver ({bench.vendor}, 1,000 at "
         "a time), formatting events and frames, sending them (baseline: the bare server)",
         spread(low, rate),
         spread(base, rate),
         floor_ratios,
+        measured=low,
+        baseline=base,
+        unit="events/s",
     )
     table.add(
         "  the consumer against that floor",
@@ -642,6 +658,9 @@ def _fanout_rows(table: Table, layer: str, events: str, got: list[dict], base: l
         tails,
         "p99 ≤ 10× p50",
         statistics.median(tails) <= 10,
+        measured=column(got, "p99"),
+        baseline=column(base, "p99"),
+        unit="s (p99)",
     )
     ratios = per_run(column(got, "rate"), column(base, "rate"))
     table.add(
@@ -651,6 +670,9 @@ def _fanout_rows(table: Table, layer: str, events: str, got: list[dict], base: l
         ratios,
         "≥ 0.7",
         statistics.median(ratios) >= 0.7,
+        measured=column(got, "rate"),
+        baseline=column(base, "rate"),
+        unit="messages/s",
     )
     table.add(
         "  daphne's CPU a message (ratio: the consumer's ÷ the bare's)",
@@ -866,6 +888,9 @@ def bench_history(bench: Bench, table: Table, runs: int) -> None:
         times,
         "≤ 1.5",
         statistics.median(times) <= 1.5,
+        measured=[g["seconds"] for g in got],
+        baseline=[b["seconds"] for b in base],
+        unit="s",
     )
     measures = [("rows", "rows fetched: the captured `SELECT`s run again, their values' sizes")]
     if stats:  # the goal is on the buffers when PostgreSQL can say
@@ -879,6 +904,9 @@ def bench_history(bench: Bench, table: Table, runs: int) -> None:
             sizes,
             "≤ 1.5" if i == 0 else "",
             statistics.median(sizes) <= 1.5 if i == 0 else None,
+            measured=[g[key] / KIB for g in got],
+            baseline=[b[key] / KIB for b in base],
+            unit="KiB",
         )
 
 
@@ -939,6 +967,9 @@ def bench_memory(bench: Bench, table: Table, runs: int) -> None:
         per_run(each, [b["per_socket"] for b in base]),
         "≤ 64 KiB",
         statistics.median(each) <= 64 * KIB,
+        measured=[e / KIB for e in each],
+        baseline=[b["per_socket"] / KIB for b in base],
+        unit="KiB",
     )
     table.add(
         f"  daphne's CPU while they idle ({IDLE_SECONDS} s; share of one core)",
@@ -962,6 +993,7 @@ def _load() -> str:
 
 
 def main() -> None:
+    report = Report("realtime")  # takes ``--json PATH`` off the command line
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--quick", action="store_true", help="1 run per figure, smaller sizes")
@@ -973,18 +1005,19 @@ def main() -> None:
 
     data_dir = Path(os.environ["DATA_DIR"])
     started = time.perf_counter()
-    table = Table()
+    table = Table(report)
     try:
         with tempfile.TemporaryDirectory(prefix="toolcore-bench-") as tmp:
             bench = Bench(Path(tmp), args.quick)
             try:
                 layers = ", ".join(layer for layer, _ in bench.layers())
-                print(
+                report.header = (
                     f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; Python "
                     f"{platform.python_version()}; {os.cpu_count()} cores; {_load()} at the "
                     f"start; database {bench.vendor}; channel layers: {layers}; medians of "
-                    f"{runs} runs (smallest–largest).\n"
+                    f"{runs} runs (smallest–largest)."
                 )
+                print(report.header + "\n")
                 print("| figure | measured | baseline | ratio | goal | result |")
                 print("|---|---|---|---|---|---|")
                 for fn in BENCHES:
@@ -1000,10 +1033,12 @@ def main() -> None:
     print()
     for note in table.notes:
         print(note)
-    print(
+    footer = (
         f"{sum(table.verdicts)} of {len(table.verdicts)} goals met; "
         f"{time.perf_counter() - started:.0f} s in all; {_load()} at the end."
     )
+    print(footer)
+    report.write(" ".join([*table.notes, footer]))
 
 
 if __name__ == "__main__":

@@ -152,7 +152,29 @@ def _merge_live(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | No
     return {**new, "delta": joined}
 
 
-class ConversationConsumer(AsyncWebsocketConsumer):
+class _ReleasedConsumer(AsyncWebsocketConsumer):
+    """A consumer whose ``release`` runs however its instance ends: after ``disconnect``, and
+    also when the server cancels it. daphne cancels an instance still running
+    ``application_close_timeout`` (10 s) after its socket closed — under load, one whose handler
+    waited that long for the busy database thread, so its ``websocket.disconnect`` never ran —
+    and without this its ticker, its entry in the credential watch and its group memberships
+    lived on for a dead socket (found by tests/load/)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.release()
+
+    async def disconnect(self, code: int) -> None:
+        await self.release()
+
+    async def release(self) -> None:
+        """Give back what the socket holds; idempotent (it may run twice)."""
+        credential_watch().discard(self)
+
+
+class ConversationConsumer(_ReleasedConsumer):
     """``/ws/conversations/`` (docs/realtime.md)."""
 
     async def connect(self) -> None:
@@ -173,10 +195,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def _revoked(self) -> None:
         await self.close(code=CLOSE_UNAUTHENTICATED)
 
-    async def disconnect(self, code: int) -> None:
-        credential_watch().discard(self)
-        if getattr(self, "ticker", None) is not None:
-            self.ticker.cancel()
+    async def release(self) -> None:
+        await super().release()
+        ticker, self.ticker = getattr(self, "ticker", None), None
+        if ticker is not None:
+            ticker.cancel()
         for cid in list(getattr(self, "subs", {})):
             await self._leave(cid)
 
@@ -620,7 +643,7 @@ def _replay_frames(
         start = stop
 
 
-class WorkbenchConsumer(AsyncWebsocketConsumer):
+class WorkbenchConsumer(_ReleasedConsumer):
     """``/ws/workbench/``: a snapshot of the user's launches, then ``launch.changed`` and
     ``launch.removed``. No replay: a reconnecting client gets a new snapshot."""
 
@@ -647,9 +670,10 @@ class WorkbenchConsumer(AsyncWebsocketConsumer):
         rows = Launch.objects.filter(owner_id=self.user.pk).order_by("-created_at")[:100]
         return [launch_wire(launch) for launch in rows]
 
-    async def disconnect(self, code: int) -> None:
-        credential_watch().discard(self)
+    async def release(self) -> None:
+        await super().release()
         if getattr(self, "joined", False):
+            self.joined = False
             await self.channel_layer.group_discard(workbench_group(self.user.pk), self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:

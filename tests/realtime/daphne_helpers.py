@@ -93,6 +93,25 @@ def _postgres_database(suite_url: str) -> tuple[str, Any]:
     return urlunsplit(parts._replace(path=f"/{name}")), drop
 
 
+def rss_bytes(pid: int) -> int:
+    """The resident memory (``VmRSS``) of process ``pid``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"^VmRSS:\s+(\d+) kB$", status, re.MULTILINE)
+    assert match, status
+    return int(match.group(1)) * 1024
+
+
+def _stop(process: subprocess.Popen | None) -> None:
+    """SIGTERM, then SIGKILL if it lingers."""
+    if process is not None and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class Daphne:
     """One ``daphne`` process on a free port of 127.0.0.1, started by ``Site.daphne``."""
 
@@ -158,10 +177,7 @@ class Daphne:
 
     def rss_bytes(self) -> int:
         """The process's resident memory (``VmRSS``)."""
-        status = Path(f"/proc/{self.pid}/status").read_text()
-        match = re.search(r"^VmRSS:\s+(\d+) kB$", status, re.MULTILINE)
-        assert match, status
-        return int(match.group(1)) * 1024
+        return rss_bytes(self.pid)
 
     def errors(self) -> list[str]:
         """Lines of its stderr at level ERROR or above, and tracebacks printed outside logging."""
@@ -191,14 +207,25 @@ class Daphne:
 
     def stop(self) -> str:
         """SIGTERM (SIGKILL if it lingers); the stderr it left."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        _stop(self.process)
         return self.stderr()
+
+
+class ToolWorker(Daphne):
+    """One ``manage.py runworker_tools`` process, started by ``Site.tool_worker``: the same
+    stderr, errors, RSS and stop as a daphne."""
+
+    def start(self, port: int | None = None) -> ToolWorker:
+        with self.log.open("ab") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "manage.py", "runworker_tools"],
+                cwd=ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        return self
 
 
 class Site:
@@ -208,7 +235,7 @@ class Site:
         self.root = root
         self.username = USERNAME
         self.password = secrets.token_urlsafe(16)
-        self.daphnes: list[Daphne] = []
+        self.daphnes: list[Daphne] = []  # and the tool workers (``tool_worker``)
         self._drop: Any = None
         self.env = {k: os.environ[k] for k in INHERITED if k in os.environ}
         self.env.update(
@@ -292,11 +319,18 @@ class Site:
         self.daphnes.append(server)
         return server.start()
 
+    def tool_worker(self, **env: str) -> ToolWorker:
+        """A started ``manage.py runworker_tools`` process of this site."""
+        worker = ToolWorker({**self.env, **env}, self.root / f"worker-{len(self.daphnes)}.stderr")
+        self.daphnes.append(worker)
+        return worker.start()
+
     def close(self) -> None:
         for server in self.daphnes:
             stderr = server.stop()
             if stderr.strip():
-                print(f"--- daphne on port {server.port}, stderr ---\n{stderr[-20000:]}")
+                what = f"daphne on port {server.port}" if server.port else f"pid {server.pid}"
+                print(f"--- {what}, stderr ---\n{stderr[-20000:]}")
         if self._drop is not None:
             self._drop()
 
@@ -413,14 +447,23 @@ class Cursor:
     """What a client of one conversation holds: checks, frame by frame, that durable events
     arrive exactly once, in order, without a gap (``replay`` pages exact, ``head`` truthful)."""
 
-    def __init__(self, cid: str) -> None:
+    # The frames that are not durable events (realtime.md): never replayed, they may come
+    # between any two durable frames when the conversation has tool calls.
+    EPHEMERAL = frozenset(
+        {"tool_call.changed", "tool.updated", "conversation.live", "queue.changed"}
+    )
+
+    def __init__(self, cid: str, *, ephemeral: bool = False) -> None:
         self.cid = cid
+        self.ephemeral = ephemeral  # whether ephemeral frames are expected (and skipped)
         self.last = 0
         self.sequences: list[int] = []
         self.live = 0  # events from conversation.event frames
         self.replayed = 0  # events from replay frames
+        self.skipped = 0  # ephemeral frames
 
-    def take(self, frame: dict[str, Any]) -> None:
+    def take(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        """Check one frame; the durable events it brought (none for a ``head``)."""
         kind = frame.get("type")
         assert frame.get("conversationId") == self.cid, frame
         if kind == "replay":
@@ -430,16 +473,21 @@ class Cursor:
             self.sequences += got
             self.replayed += len(got)
             self.last = frame["to"]
-        elif kind == "conversation.event":
+            return frame["events"]
+        if kind == "conversation.event":
             sequence = frame["event"]["sequence"]
             assert sequence == self.last + 1, (self.last, _short(frame))
             self.sequences.append(sequence)
             self.live += 1
             self.last = sequence
-        elif kind == "head":
+            return [frame["event"]]
+        if kind == "head":
             assert frame["sequence"] == self.last, (self.last, frame)
-        else:
-            raise AssertionError(f"unexpected frame: {_short(frame)}")
+            return []
+        if self.ephemeral and kind in self.EPHEMERAL:
+            self.skipped += 1
+            return []
+        raise AssertionError(f"unexpected frame: {_short(frame)}")
 
 
 def _short(frame: dict[str, Any]) -> str:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 
 from conversations.models import ConversationEvent
+from conversations.services.launches import workbench_group
+from conversations.services.publish import conversation_group
+from conversations.ws_auth import credential_watch
 from projections.frames import FRAME_BUDGET_BYTES, REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 from tests.conversations.api_helpers import settle_host
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
@@ -332,3 +338,50 @@ async def test_the_snapshot_frame_with_its_envelope_stays_within_896_kib(user):
     cards = frame["snapshot"]["tools"]
     assert len(cards) == 60 and any("payloadOmitted" in card for card in cards)
     await socket.disconnect()
+
+
+async def test_an_instance_killed_before_it_finished_leaves_nothing_behind(user):
+    """daphne cancels an application instance still running 10 s after its socket closed
+    (``application_close_timeout``), as happened under load to consumers whose subscribe waited
+    for the busy database thread (tests/load/): its ticker, its entry in the credential watch
+    and its group memberships must go with it, not live on for a dead socket."""
+    token = await token_for(user)
+    conversation, _ = await conversation_with_turn(user)
+    cid = str(conversation.pk)
+    socket = await connect(token)
+    await hello(socket)
+    await send(socket, {"type": "subscribe", "conversationId": cid, "after": 0})
+    assert (await receive(socket))["type"] == "replay"
+    watch = credential_watch()
+    [consumer] = list(watch.sockets)
+    ticker, channel = consumer.ticker, consumer.channel_name
+
+    socket.future.cancel()  # what daphne does to an instance too slow to shut down
+    with contextlib.suppress(asyncio.CancelledError):
+        await socket.future
+
+    assert consumer not in watch.sockets
+    await asyncio.wait([ticker], timeout=5)
+    assert ticker.done()  # stopped (it was cancelled), not ticking for a dead socket
+    layer = get_channel_layer()
+    await layer.group_send(conversation_group(cid), {"type": "probe"})
+    with pytest.raises(TimeoutError):  # no longer a member: nothing reaches its channel
+        await asyncio.wait_for(layer.receive(channel), 1)
+
+
+async def test_a_workbench_instance_killed_before_it_finished_leaves_its_group(user):
+    token = await token_for(user)
+    socket = await connect(token, path="/ws/workbench/")
+    assert (await receive(socket))["type"] == "snapshot"
+    [consumer] = list(credential_watch().sockets)
+    channel = consumer.channel_name
+
+    socket.future.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await socket.future
+
+    assert consumer not in credential_watch().sockets
+    layer = get_channel_layer()
+    await layer.group_send(workbench_group(user.pk), {"type": "probe"})
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), 1)
