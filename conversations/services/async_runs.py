@@ -25,7 +25,7 @@ from projections.model import model_content
 from projections.units import clean_text, utf8_prefix
 from tools.models import AsyncRun, ProcessStatus
 
-from ..models import Asset, ConversationEvent
+from ..models import Asset, Conversation, ConversationEvent
 from ..sql import vendor_sql
 from ..storage import CAPTURE_FILES, CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE, data_dir
 from . import publish
@@ -154,6 +154,11 @@ def async_run_finish(
     }
     now = timezone.now()
     with publish.atomic():
+        # Lock order as every writer: the conversation row first (the event's sequence), then
+        # the run. Updating the run first deadlocked with a conversation delete, which locks
+        # the conversation and then deletes its runs. Deleted meanwhile: nothing to end.
+        if not _conversation_locked(run.conversation_id):
+            return None
         ended = AsyncRun.objects.filter(pk=run.pk, status=ProcessStatus.RUNNING).update(
             status=status,
             exit_code=exit_code,
@@ -186,6 +191,13 @@ def async_run_finish(
         AsyncRun.objects.filter(pk=run.pk).update(notice_sequence=event.sequence)
         publish_queue_changed(run.conversation_id)
     return event
+
+
+def _conversation_locked(conversation_id: Any) -> bool:
+    """Lock the conversation row (in the caller's transaction); False when it is gone."""
+    return bool(
+        list(Conversation.objects.select_for_update().filter(pk=conversation_id).values("pk"))
+    )
 
 
 def async_runs_lost() -> list[AsyncRun]:

@@ -4,13 +4,16 @@ watcher."""
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from conversations.models import Asset, ConversationEvent
+from conversations.models import Asset, Conversation, ConversationEvent
 from conversations.selectors import turn_results
 from conversations.services.async_runs import (
     TAIL_BYTES,
@@ -116,3 +119,42 @@ def test_a_run_whose_watcher_stopped_is_lost_with_its_notice(user, settings):
     notice = ConversationEvent.objects.get(type="async_bash_event")
     assert notice.payload["status"] == "lost" and notice.payload["exitCode"] is None
     assert Asset.objects.filter(event=notice).count() == 3  # what was captured, as it is
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="row locks of concurrent transactions (PostgreSQL)"
+)
+def test_a_finishing_run_takes_the_conversation_lock_before_its_row(user):
+    """The lock order of every writer: conversation, then the run. A conversation delete holds
+    the conversation and then deletes its runs; a finish that locked its run first deadlocked
+    with it (found by CI: test_deleting_a_conversation_kills_its_background_runs)."""
+    conversation, _, run = _run(user, stdout=b"done\n")
+    finished: list = []
+    with transaction.atomic():
+        # The delete's first step: the conversation row, held.
+        list(Conversation.objects.select_for_update().filter(pk=conversation.pk).values("pk"))
+        finisher = threading.Thread(
+            target=_finish_in_own_connection, args=(run.pk, finished), daemon=True
+        )
+        finisher.start()
+        time.sleep(0.5)  # the finisher is now waiting for a lock
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '3s'")
+            # The delete's second step: the runs. It would wait on a run row the finisher
+            # locked first (and time out here); the finisher waits for the conversation instead.
+            cursor.execute(
+                "DELETE FROM tools_asyncrun WHERE conversation_id = %s", [conversation.pk]
+            )
+        Conversation.objects.filter(pk=conversation.pk).delete()
+    finisher.join(timeout=10)
+    assert finished == [None]  # it found the conversation gone: nothing to end, no error
+
+
+def _finish_in_own_connection(run_id, finished: list) -> None:
+    try:
+        finished.append(
+            async_run_finish(run_id=run_id, status="completed", exit_code=0, signal=None)
+        )
+    finally:
+        connections.close_all()
