@@ -38,4 +38,4 @@ RUN pip install -e . && python -m compileall -q config conversations tools proje
 USER toolcore
 EXPOSE 8000
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "--proxy-headers", "config.asgi:application"]
+CMD ["daphne", "-e", "tcp:port=8000:interface=0.0.0.0:backlog=1024", "--proxy-headers", "config.asgi:application"]

@@ -21,7 +21,7 @@ run: $(STAMP)
 	DEBUG=1 $(BIN)/python manage.py migrate --no-input
 	DEBUG=1 $(BIN)/python manage.py seed_demo
 	@echo "Toolcore on http://$(HOST):$(PORT)/  (log in as demo; admin: /admin/, API docs: /api/v1/docs)"
-	DEBUG=1 $(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	DEBUG=1 $(BIN)/daphne -e tcp:port=$(PORT):interface=$(HOST):backlog=1024 config.asgi:application
 
 # The browser tests (tests/browser/) need Debian's Chromium; without it they are skipped.
 test: $(STAMP)

@@ -4,15 +4,18 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
+import django  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
 
-from config.hook_thread import SharedHookThread  # noqa: E402
+django.setup(set_prefix=False)
+
+from config.http import PooledASGIHandler  # noqa: E402
 from config.startup import database_check  # noqa: E402
 
-django_application = get_asgi_application()
+# Django's ASGI handler, serving synchronous views on a pool of threads (config/http.py).
+django_application = PooledASGIHandler()
 # Once per process: a database that does not answer stops daphne here, not at the first request.
 database_check()
 # The embedded default runs its tool workers in this process (TOOLCORE_WORKERS); imported once
@@ -28,8 +31,7 @@ from conversations.ws_auth import BrowserOriginValidator, WebsocketAuthMiddlewar
 application = ProtocolTypeRouter(
     {
         # Static files (admin, API docs) are served here so one daphne process needs nothing else.
-        # Async views (the turn barrier) share one thread for Django's sync hooks.
-        "http": ASGIStaticFilesHandler(SharedHookThread(django_application)),
+        "http": ASGIStaticFilesHandler(django_application),
         # Websockets (docs/realtime.md): a browser's Origin must be one of ALLOWED_HOSTS; the
         # bearer header or the session cookie (same origin only) says who it is; the backlog
         # probe lets the consumers spare a socket that does not read.

@@ -211,7 +211,14 @@ if REDIS_URL:
                 "capacity": 1500,
                 "group_expiry": WEBSOCKET_TIMEOUT_SECONDS,
             },
-        }
+        },
+        # Live conversation events: one subscription a process per conversation, fanned out to
+        # its sockets in memory (config/layers.py). Without it (the in-memory default) they
+        # go through the default layer.
+        "live": {
+            "BACKEND": "config.layers.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        },
     }
 else:
     CHANNEL_LAYERS = {
@@ -232,6 +239,11 @@ TOOLCORE_RETENTION_DAYS = _env_int("TOOLCORE_RETENTION_DAYS", None, minimum=1)
 # lost last event); credentials are re-checked this often (a revoked token's sockets close).
 TOOLCORE_WS_HEAD_SECONDS = _env_int("TOOLCORE_WS_HEAD_SECONDS", 30, minimum=1)
 TOOLCORE_WS_AUTH_CHECK_SECONDS = _env_int("TOOLCORE_WS_AUTH_CHECK_SECONDS", 10, minimum=1)
+# Threads of a server process that run HTTP requests' synchronous work (views, middleware), one
+# request each at a time (config/http.py); each may hold a database connection while it does.
+# Few on purpose: they share the process's one interpreter lock with the event loop that serves
+# the websockets, and more of them starve it (docs/performance.md, "Load").
+TOOLCORE_HTTP_THREADS = _env_int("TOOLCORE_HTTP_THREADS", 2, minimum=1)
 # Django refuses bodies above this before parsing; keep it in step with TOOLCORE_MAX_BODY.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLCORE_MAX_BODY
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from channels.db import database_sync_to_async
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from pydantic import TypeAdapter
@@ -47,13 +47,14 @@ from projections.tool_output import TOOL_OUTPUT_MAX_BYTES
 
 from . import selectors
 from .api_base import field_of, strict_loads
+from .detached import socket_database
 from .errors import DomainError, NotFound, ValidationFailed
 from .fields import dumps
 from .models import Conversation
 from .schemas import ResolutionIn
 from .services.interactions import call_resolve
 from .services.launches import launch_wire, workbench_group
-from .services.publish import conversation_group, unpack
+from .services.publish import conversation_group, live_layer_alias, unpack
 from .snapshots import snapshot_read
 from .ws_auth import credential_watch
 
@@ -166,6 +167,15 @@ class _ReleasedConsumer(AsyncWebsocketConsumer):
         finally:
             await self.release()
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its ``close_old_connections`` before every message: that
+        is a hop to the process's one thread-sensitive thread, where nothing here keeps a
+        connection (every database call gives its own back, ``socket_database``)."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def disconnect(self, code: int) -> None:
         await self.release()
 
@@ -176,6 +186,11 @@ class _ReleasedConsumer(AsyncWebsocketConsumer):
 
 class ConversationConsumer(_ReleasedConsumer):
     """``/ws/conversations/`` (docs/realtime.md)."""
+
+    @property
+    def channel_layer_alias(self) -> str:  # type: ignore[override]
+        """The live layer (Redis pub/sub) when configured: its conversation groups are there."""
+        return live_layer_alias()
 
     async def connect(self) -> None:
         self.subs: dict[str, Subscription] = {}
@@ -317,7 +332,7 @@ class ConversationConsumer(_ReleasedConsumer):
             conversationId=cid if isinstance(cid, str) else None,
         )
 
-    @database_sync_to_async
+    @socket_database
     def _start(self, cid: str, after: int | None) -> tuple[str, dict[str, Any]] | None:
         """A snapshot (with its reason) when the client cannot replay from ``after``: none
         (``initial``), beyond the head (``cursor_ahead``), or older than what was kept
@@ -389,7 +404,7 @@ class ConversationConsumer(_ReleasedConsumer):
             return
         await self.send(_frame({"type": "resolved", **echo, **answer}))
 
-    @database_sync_to_async
+    @socket_database
     def _resolve_db(self, call_id: str, payload: Any) -> dict[str, Any]:
         call, _ = selectors.call_for(self.user, call_id)
         resolution = payload.model_dump(exclude={"requestId"})
@@ -462,7 +477,7 @@ class ConversationConsumer(_ReleasedConsumer):
                 sub.behind = False
                 return
 
-    @database_sync_to_async
+    @socket_database
     def _read(self, cid: str, after: int, limit: int) -> tuple[int, list[tuple[int, str]]]:
         return selectors.replay_read(self.user, cid, after=after, limit=limit)
 
@@ -603,7 +618,7 @@ class ConversationConsumer(_ReleasedConsumer):
                         },
                     )
 
-    @database_sync_to_async
+    @socket_database
     def _heads(self, cids: list[str]) -> dict[str, int]:
         rows = Conversation.objects.filter(pk__in=cids, owner_id=self.user.pk).values_list(
             "pk", "last_sequence"
@@ -663,7 +678,7 @@ class WorkbenchConsumer(_ReleasedConsumer):
     async def _revoked(self) -> None:
         await self.close(code=CLOSE_UNAUTHENTICATED)
 
-    @database_sync_to_async
+    @socket_database
     def _launches(self) -> list[dict[str, Any]]:
         from tools.models import Launch
 

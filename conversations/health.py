@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from asgiref.sync import async_to_sync
+from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import get_channel_layer
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
@@ -13,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from .middleware import SyncAndAsyncMiddleware
 from .responses import json_response
+from .services.publish import live_layer_alias
 
 HEALTHZ_PATH = "/healthz"
 
@@ -35,14 +37,17 @@ class HealthzMiddleware(SyncAndAsyncMiddleware):
 
 
 async def _layer_round_trip() -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        raise RuntimeError("no channel layer configured")
-    channel = await layer.new_channel()
-    await layer.send(channel, {"type": "ready.check"})
-    message = await asyncio.wait_for(layer.receive(channel), timeout=2)
-    if message.get("type") != "ready.check":
-        raise RuntimeError("channel layer returned another message")
+    """A message to a new channel and back, through each configured layer (the default one,
+    and the live one of conversation events when it is another)."""
+    for alias in dict.fromkeys((DEFAULT_CHANNEL_LAYER, live_layer_alias())):
+        layer = get_channel_layer(alias)
+        if layer is None:
+            raise RuntimeError("no channel layer configured")
+        channel = await layer.new_channel()
+        await layer.send(channel, {"type": "ready.check"})
+        message = await asyncio.wait_for(layer.receive(channel), timeout=2)
+        if message.get("type") != "ready.check":
+            raise RuntimeError("channel layer returned another message")
 
 
 @require_GET

@@ -28,7 +28,6 @@ from importlib import import_module
 from typing import Any
 from urllib.parse import urlparse
 
-from channels.db import database_sync_to_async
 from channels.security.websocket import OriginValidator, WebsocketDenier
 from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.conf import settings
@@ -37,6 +36,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from .auth import token_authenticate
+from .detached import socket_database
 from .models import ApiToken
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class _SessionRequest:
         self.session = scope["session"]
 
 
-@database_sync_to_async
+@socket_database
 def _authenticate(scope: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     raw = bearer_token(scope)
     if raw is not None:
@@ -218,7 +218,7 @@ class CredentialWatch:
             if not entries:
                 break
             try:
-                invalid = await database_sync_to_async(_invalid)(entries)
+                invalid = await socket_database(_invalid)(entries)
             except Exception:  # noqa: BLE001 - the database is away: try again next round
                 logger.warning("websocket credential check failed", exc_info=True)
                 continue

@@ -121,6 +121,8 @@ def message_post(
 
 def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> list[UUID]:
     blocks = _tool_blocks(content)
+    if not blocks:
+        return []  # a text-only message: no query for calls or their ordinals
     ids = {
         index: model_call_id(event.conversation_id, event.message_id or "", index)
         for index, _ in blocks

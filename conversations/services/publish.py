@@ -8,7 +8,9 @@ it committed, coalesced per group and in order (see "Coalescing" below). Outside
 message goes out on its own after commit; outside a transaction at once.
 
 Group names: ``conv.<conversation hex>`` for everything about a conversation and
-``turn.<turn hex>`` for the turn barrier. A failure to publish never undoes a commit: durable
+``turn.<turn hex>`` for the turn barrier. Conversation groups go through the ``live`` channel
+layer when one is configured (Redis pub/sub: one message a process, fanned out there to its
+sockets), everything else through the default layer. A failure to publish never undoes a commit: durable
 events are replayed from the database, ephemeral messages may be dropped by design.
 
 Two routes, by layer:
@@ -43,7 +45,9 @@ from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
+from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -55,8 +59,24 @@ BATCH_TYPE = "publish.batch"
 BATCH_MAX_MESSAGES = 100
 
 
+LIVE_LAYER = "live"
+CONVERSATION_GROUP_PREFIX = "conv."
+
+
 def conversation_group(conversation_id: UUID | str) -> str:
-    return f"conv.{UUID(str(conversation_id)).hex}"
+    return f"{CONVERSATION_GROUP_PREFIX}{UUID(str(conversation_id)).hex}"
+
+
+def live_layer_alias() -> str:
+    """The channel layer of conversation groups: ``live`` when configured, else the default."""
+    return LIVE_LAYER if LIVE_LAYER in settings.CHANNEL_LAYERS else DEFAULT_CHANNEL_LAYER
+
+
+def layer_alias(group: str) -> str:
+    """The channel layer a group's messages go through."""
+    if group.startswith(CONVERSATION_GROUP_PREFIX):
+        return live_layer_alias()
+    return DEFAULT_CHANNEL_LAYER
 
 
 def turn_group(turn_id: UUID | str) -> str:
@@ -87,15 +107,17 @@ def coalesce(messages: list[Message]) -> list[Message]:
 
 async def send_all(layer: Any, messages: list[Message]) -> None:
     """Send ``messages`` coalesced per group, in order within each group; groups go
-    concurrently."""
+    concurrently. ``layer``: one layer for every group, or None for each group's own
+    (``layer_alias``)."""
     by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for group, message in coalesce(messages):
         by_group[group].append(message)
 
     async def one_group(group: str, items: list[dict[str, Any]]) -> None:
+        target = layer if layer is not None else get_channel_layer(layer_alias(group))
         for message in items:
             try:
-                await layer.group_send(group, message)
+                await target.group_send(group, message)
             except Exception as exc:  # noqa: BLE001 - publishing is best effort
                 logger.warning("publish to %s failed (%s): %r", group, message.get("type"), exc)
 
@@ -124,7 +146,7 @@ class Publisher:
     LINGER_SECONDS = 0.02
 
     def __init__(self, layer: Any = None) -> None:
-        self._layer = layer  # None: the configured layer, looked up in the thread
+        self._layer = layer  # None: each group's configured layer (``layer_alias``)
         self._lock = threading.Lock()
         self._batches: deque[list[Message]] = deque()
         self._thread: threading.Thread | None = None
@@ -169,7 +191,7 @@ class Publisher:
                 logger.exception("the publisher thread stopped")
 
     async def _loop(self) -> None:
-        layer = self._layer or get_channel_layer()
+        layer = self._layer
         event = asyncio.Event()
         with self._lock:
             self._loop_ref, self._event = asyncio.get_running_loop(), event

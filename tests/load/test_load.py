@@ -29,7 +29,8 @@ Size (environment variables; the defaults are the reduced size ``.ci/run`` runs,
 between drops, 3), ``TOOLCORE_LOAD_WARMUP_SECONDS`` (when the first memory sample is taken:
 10, or half the run if shorter), ``TOOLCORE_LOAD_REDIS_URL`` (the site's Redis; default: the
 suite's own ``REDIS_URL``, whose keys the suite only deletes between tests), and
-``TOOLCORE_LOAD_REPORT`` (a file to write the figures to, as JSON). The full size of
+``TOOLCORE_LOAD_RSS_EVERY`` (seconds between the samples of each process's RSS in the report,
+10), ``TOOLCORE_LOAD_REPORT`` (a file to write the figures to, as JSON). The full size of
 docs/performance.md: 500 clients, 50 conversations, 60 s.
 """
 
@@ -83,6 +84,7 @@ DAPHNES = int(_env("TOOLCORE_LOAD_DAPHNES", 2))  # with PostgreSQL + Redis
 WORKERS = int(_env("TOOLCORE_LOAD_WORKERS", 2))  # with PostgreSQL + Redis
 SESSION_SECONDS = _env("TOOLCORE_LOAD_SESSION_SECONDS", 3)
 WARMUP_SECONDS = _env("TOOLCORE_LOAD_WARMUP_SECONDS", min(10, SECONDS / 2))
+RSS_EVERY_SECONDS = _env("TOOLCORE_LOAD_RSS_EVERY", 10)  # the RSS series of the report
 CATCH_UP_SECONDS = 120 + SECONDS  # after the writing: every call settled, every client caught up
 # RSS after the run against after the warm-up: flat means it did not grow with what was served.
 # Generous: allocator arenas, the Redis pools and Python's caches still settle after a warm-up.
@@ -119,6 +121,7 @@ class Client:
         self.chance = random.Random(run.seed + index)
         self.sessions = 0
         self.refused = 0  # handshakes that failed (counted; retried)
+        self.refused_by: collections.Counter[str] = collections.Counter()  # by exception
         self.failure: str | None = None
         self.closed_by_server: collections.Counter[int] = collections.Counter()  # by code
         self.responses: collections.Counter[str] = collections.Counter()  # call id → responses
@@ -142,8 +145,9 @@ class Client:
         server = self.chance.choice(self.run.daphnes)
         try:
             ws = await ws_connect(server, self.run.site.token)
-        except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed):
+        except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed) as error:
             self.refused += 1
+            self.refused_by[type(error).__name__] += 1
             await asyncio.sleep(0.2)
             return
         self.sessions += 1
@@ -187,6 +191,16 @@ class Run:
         self.seed = random.randrange(2**32)
         self.final: dict[str, int] = {}  # conversation → its last sequence, once written
         self.latencies: list[float] = []
+        self.rss_series: dict[str, list[tuple[float, float]]] = {n: [] for n in processes}
+
+    async def sample_rss(self, started: float) -> None:
+        """Each process's RSS (MiB) every ``RSS_EVERY_SECONDS`` from the start, until cancelled:
+        the report's series, to tell a warm-up from growth that goes on."""
+        while True:
+            at = round(time.monotonic() - started)
+            for name, size in self.rss().items():
+                self.rss_series[name].append((at, round(size / MiB, 1)))
+            await asyncio.sleep(RSS_EVERY_SECONDS)
 
     def rss(self) -> dict[str, int]:
         return {name: rss_bytes(p.pid) for name, p in self.processes.items()}
@@ -285,10 +299,12 @@ async def test_clients_dropping_and_resuming_under_load_lose_and_duplicate_nothi
     writing = asyncio.create_task(_write(made, servers, conversations))
     cpu_start = run.cpu()
     own_start = sum(os.times()[:2])
+    sampling = asyncio.create_task(run.sample_rss(started))
     await asyncio.sleep(WARMUP_SECONDS)
     rss_warm = run.rss()
     written = await writing
     rss_end = run.rss()
+    sampling.cancel()
     wrote_for = time.monotonic() - started
     cpu = {name: (used - cpu_start[name]) / wrote_for for name, used in run.cpu().items()}
     cpu["the clients (the test process)"] = (sum(os.times()[:2]) - own_start) / wrote_for
@@ -371,6 +387,9 @@ def _report(
         "calls": calls,
         "sessions": sum(c.sessions for c in clients),
         "refused_handshakes": sum(c.refused for c in clients),
+        "refused_handshakes_by_cause": dict(
+            sum((c.refused_by for c in clients), collections.Counter())
+        ),
         "delivered_live": sum(c.cursor.live for c in clients),
         "delivered_replayed": sum(c.cursor.replayed for c in clients),
         "latency_ms": {
@@ -384,6 +403,9 @@ def _report(
                 f"at {wrote_for:.0f} s": round(rss_end[name] / MiB, 1),
             }
             for name in rss_warm
+        },
+        f"rss_mib_every_{RSS_EVERY_SECONDS:g}_s": {
+            name: [size for _, size in series] for name, series in run.rss_series.items()
         },
         "cpu_share_of_a_core": {name: round(share, 2) for name, share in cpu.items()},
         "load_average": [round(x, 2) for x in os.getloadavg()],

@@ -38,6 +38,9 @@ from urllib.parse import urlsplit, urlunsplit
 from websockets.asyncio.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parents[2]
+# As the deployment guide starts daphne: a listen queue of 1,024 (Twisted's default is 50, which
+# a burst of reconnecting clients overflows: their connections then wait for SYN retries).
+LISTEN = "tcp:port={port}:interface=127.0.0.1:backlog=1024"
 START_SECONDS = 30  # a daphne that does not answer /healthz by then failed to start
 STOP_SECONDS = 10  # after SIGTERM, then SIGKILL
 FRAME_SECONDS = 10  # the longest a test waits for one websocket frame
@@ -140,7 +143,7 @@ class Daphne:
             self.port = port or free_port()
             with self.log.open("ab") as stderr:
                 self.process = subprocess.Popen(
-                    [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+                    [sys.executable, "-m", "daphne", "-e", LISTEN.format(port=self.port)]
                     + ["config.asgi:application"],
                     cwd=ROOT,
                     env=self.env,
@@ -430,7 +433,11 @@ async def ws_connect(
     kwargs.setdefault("open_timeout", FRAME_SECONDS)
     ws = await connect(server.ws_url, additional_headers=headers, **kwargs)
     if hello:
-        assert await receive(ws) == {"type": "hello", "protocolVersion": 1}
+        try:
+            assert await receive(ws) == {"type": "hello", "protocolVersion": 1}
+        except BaseException:
+            ws.transport.abort()  # not left open (a server socket and consumer) when given up
+            raise
     return ws
 
 

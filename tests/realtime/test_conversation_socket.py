@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 
 from conversations.models import ConversationEvent
 from conversations.services.launches import workbench_group
-from conversations.services.publish import conversation_group
+from conversations.services.publish import conversation_group, live_layer_alias
 from conversations.ws_auth import credential_watch
 from projections.frames import FRAME_BUDGET_BYTES, REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 from tests.conversations.api_helpers import settle_host
@@ -363,7 +363,7 @@ async def test_an_instance_killed_before_it_finished_leaves_nothing_behind(user)
     assert consumer not in watch.sockets
     await asyncio.wait([ticker], timeout=5)
     assert ticker.done()  # stopped (it was cancelled), not ticking for a dead socket
-    layer = get_channel_layer()
+    layer = get_channel_layer(live_layer_alias())
     await layer.group_send(conversation_group(cid), {"type": "probe"})
     with pytest.raises(TimeoutError):  # no longer a member: nothing reaches its channel
         await asyncio.wait_for(layer.receive(channel), 1)
