@@ -4,17 +4,25 @@ observe (published messages), and a snapshot of everything a refused request mus
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import struct
+import threading
+import time
 import zlib
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
-from conversations.services.publish import conversation_group, publisher, unpack
+from conversations.services.publish import (
+    conversation_group,
+    live_layer_alias,
+    publisher,
+    unpack,
+)
 from conversations.storage import conversation_dir
 
 from .api_helpers import API
@@ -93,37 +101,78 @@ JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xf
 
 
 class Listener:
-    """Joins a conversation's group on the configured channel layer, like a live client, and
-    hears what is published from then on.
+    """Joins a conversation's group on the layer of conversation groups, like a live client,
+    and hears what is published from then on, until ``drain``. Drain it once; make a new
+    listener for each stretch a test observes.
 
-    Drain it once: a Redis layer binds a channel's receive buffer to the event loop of its first
-    receive, and each ``async_to_sync`` call runs in a loop of its own. Make a new listener for
-    each stretch a test observes.
+    The in-memory layer keeps what a channel was sent until it is received, in whatever event
+    loop. A Redis pub/sub layer (the ``live`` one) keeps a channel's subscriptions per event
+    loop, and each ``async_to_sync`` call runs in a loop of its own: there the listener listens
+    from an event loop of its own, on a thread, from joining to draining.
     """
 
     def __init__(self, conversation_id: Any) -> None:
         publisher.drain()  # what was published before goes out before this listener joins
-        self.layer = get_channel_layer()
-        self.channel = async_to_sync(self.layer.new_channel)()
-        async_to_sync(self.layer.group_add)(conversation_group(conversation_id), self.channel)
+        self.group = conversation_group(conversation_id)
+        self.layer = get_channel_layer(live_layer_alias())
         self.drained = False
+        self.got: list[dict[str, Any]] = []
+        self._thread: threading.Thread | None = None
+        if isinstance(self.layer, InMemoryChannelLayer):
+            self.channel = async_to_sync(self.layer.new_channel)()
+            async_to_sync(self.layer.group_add)(self.group, self.channel)
+            return
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self._thread = threading.Thread(target=asyncio.run, args=(self._listen(),), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(10), "the listener did not join its group"
+        if self._failed is not None:
+            raise self._failed
+
+    async def _listen(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            channel = await self.layer.new_channel()
+            await self.layer.group_add(self.group, channel)
+        except BaseException as error:  # noqa: BLE001 - raised in the test's thread
+            self._failed = error
+            return
+        finally:
+            self._ready.set()
+        receiving = asyncio.ensure_future(self._receive(channel))
+        await self._stop.wait()
+        receiving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await receiving
+        await self.layer.group_discard(self.group, channel)
+
+    async def _receive(self, channel: str) -> None:
+        while True:
+            self.got.extend(unpack(await self.layer.receive(channel)))
 
     def drain(self, timeout: float = 0.5) -> list[dict[str, Any]]:
         """Every message received until none comes for ``timeout`` seconds, batches unpacked."""
         assert not self.drained, "drain a listener once; make a new one to listen again"
         self.drained = True
         publisher.drain()
+        if self._thread is None:
+            return async_to_sync(self._drain_here)(timeout)
+        seen = -1
+        while seen != len(self.got):
+            seen = len(self.got)
+            time.sleep(timeout)
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        return list(self.got)
 
-        async def receive() -> list[dict[str, Any]]:
-            got: list[dict[str, Any]] = []
-            while True:
-                try:
-                    message = await asyncio.wait_for(self.layer.receive(self.channel), timeout)
-                except TimeoutError:
-                    return got
-                got.extend(unpack(message))
-
-        return async_to_sync(receive)()
+    async def _drain_here(self, timeout: float) -> list[dict[str, Any]]:
+        while True:
+            try:
+                message = await asyncio.wait_for(self.layer.receive(self.channel), timeout)
+            except TimeoutError:
+                return self.got
+            self.got.extend(unpack(message))
 
     def tool_updates(self, call_id: str) -> list[dict[str, Any]]:
         return [

@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
@@ -19,11 +17,11 @@ from conversations.models import (
     Turn,
 )
 from conversations.services.claims import claim_acquire
-from conversations.services.publish import conversation_group, publisher, unpack
 from conversations.storage import conversation_dir
 
 from .api_helpers import API, ISO_MS, assert_error, settle_host
 from .helpers import assistant_calls, new_conversation, open_turn
+from .host_helpers import Listener
 
 # --- 3. conversations ----------------------------------------------------------------------------
 
@@ -163,27 +161,14 @@ def test_delete_conversation_cancels_open_calls_then_deletes(
     folder = conversation_dir(conversation.pk)
     assert folder.is_dir()
 
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(conversation_group(conversation.pk), channel)
+    listener = Listener(conversation.pk)
     with django_capture_on_commit_callbacks(execute=True):
         response = api.delete(f"{API}/conversations/{conversation.pk}")
     assert response.status_code == 204
     assert response.content == b""
     assert "Content-Type" not in response  # no body, no type
 
-    async def drain() -> list[dict[str, Any]]:
-        import asyncio
-
-        got = []
-        while True:
-            try:
-                got.extend(unpack(await asyncio.wait_for(layer.receive(channel), timeout=0.5)))
-            except TimeoutError:
-                return got
-
-    publisher.drain()  # with Redis, what the delete published goes out from its thread
-    published = async_to_sync(drain)()
+    published = listener.drain()
     responses = {
         m["event"]["toolCallId"]: m["event"]["payload"]["outcome"]
         for m in published

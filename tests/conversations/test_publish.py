@@ -13,7 +13,10 @@ from conversations.services.publish import (
     BATCH_TYPE,
     Publisher,
     coalesce,
+    conversation_group,
+    layer_alias,
     send_now,
+    turn_group,
     unpack,
 )
 
@@ -52,6 +55,16 @@ async def _receive_all(layer, channel, timeout: float = 0.5) -> list[dict]:
 
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def test_conversation_groups_go_through_the_live_layer_when_there_is_one(settings):
+    some = "7f1d8a0e-2a43-4c77-9a52-9d0c5b8e1f00"
+    settings.CHANNEL_LAYERS = {**IN_MEMORY, "live": IN_MEMORY["default"]}
+    assert layer_alias(conversation_group(some)) == "live"
+    assert layer_alias(turn_group(some)) == "default"
+    assert layer_alias("workbench.1") == "default"
+    settings.CHANNEL_LAYERS = IN_MEMORY  # the embedded default: one layer for everything
+    assert layer_alias(conversation_group(some)) == "default"
 
 
 def test_in_memory_layer_gets_one_batch_per_group(settings):
