@@ -21,7 +21,10 @@ still counts the request (``Task.cancelling()``), so the receive checks it befor
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import time
+from collections import OrderedDict
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
@@ -37,6 +40,35 @@ POOL_TIMEOUT_SECONDS = 20
 SOCKET_TIMEOUT_MARGIN_SECONDS = 10
 
 
+class _Buffers(collections.defaultdict):
+    """channels_redis' receive buffers (a queue per local channel, made on first use), which
+    drop what comes for a channel given up in the last ``GONE_SECONDS``: otherwise a message
+    already on its way to a channel whose consumer ended made its buffer again, for good."""
+
+    GONE_SECONDS = 60.0
+    GONE_MAX = 100_000
+
+    def __init__(self, factory: Any) -> None:
+        super().__init__(factory)
+        self.gone: OrderedDict[str, float] = OrderedDict()
+
+    def forget(self, channel: str) -> None:
+        self.pop(channel, None)
+        now = time.monotonic()
+        self.gone[channel] = now
+        self.gone.move_to_end(channel)
+        while self.gone and (
+            len(self.gone) > self.GONE_MAX
+            or next(iter(self.gone.values())) < now - self.GONE_SECONDS
+        ):
+            self.gone.popitem(last=False)
+
+    def __missing__(self, channel: str) -> Any:
+        if channel in self.gone:
+            return self.default_factory()  # a sink: filled, never kept
+        return super().__missing__(channel)
+
+
 class RedisChannelLayer(_RedisChannelLayer):
     def create_pool(self, index: int) -> Any:
         host = dict(self.hosts[index])
@@ -49,6 +81,17 @@ class RedisChannelLayer(_RedisChannelLayer):
         # blocking pop waits: under load the read timed out first and the consumer died.
         host.setdefault("socket_timeout", self.brpop_timeout + SOCKET_TIMEOUT_MARGIN_SECONDS)
         return BlockingConnectionPool.from_url(address, **host)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.receive_buffer = _Buffers(self.receive_buffer.default_factory)
+
+    async def channel_discard(self, channel: str) -> None:
+        """Forget the receive buffer of ``channel``, whose consumer has ended: the process's
+        receive loop files every message it pops under its channel, and a buffer nobody
+        receives from any more would stay. Messages still on their way to it (sent before it
+        left its groups) are dropped for a while after (``_Buffers``)."""
+        self.receive_buffer.forget(channel)
 
     async def _brpop_with_clean(self, index: int, channel: str, timeout: int) -> Any:
         task = asyncio.current_task()
@@ -81,6 +124,20 @@ class _PubSubLoopLayer(RedisPubSubLoopLayer):
                 task.add_done_callback(_cleanups.discard)
             raise
         return self.channel_layer.deserialize(message)
+
+    async def channel_discard(self, channel: str) -> None:
+        """Forget ``channel`` for good: its consumer has ended. Its receive gives it up only
+        when cancelled while it waits; a consumer that stops right after a receive completed
+        (a live message and the disconnect at once, common under load) left its queue and its
+        Redis subscription behind, one per such session (tests/load/ measured the growth)."""
+        if self.channels.pop(channel, None) is not None:
+            await self._unsubscribe(channel)
+        for group_channel, members in list(self.groups.items()):
+            if channel in members:
+                members.discard(channel)
+                if not members:
+                    del self.groups[group_channel]
+                    await self._unsubscribe(group_channel)
 
     async def _unsubscribe(self, channel: str) -> None:
         try:

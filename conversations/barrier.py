@@ -123,10 +123,16 @@ class _Wakeups:
                 _layer_failed("receive", exc)
         await asyncio.sleep(max(0.0, end - loop.time()))
 
+    async def _leave(self, channel: str) -> None:
+        await self.layer.group_discard(self.group, channel)
+        discard = getattr(self.layer, "channel_discard", None)  # the Redis layers keep state
+        if discard is not None:
+            await discard(channel)
+
     async def leave(self) -> None:
         if self.channel is None:
             return
-        task = asyncio.ensure_future(self.layer.group_discard(self.group, self.channel))
+        task = asyncio.ensure_future(self._leave(self.channel))
         try:
             await asyncio.wait({task}, timeout=LEAVE_SECONDS)
         finally:

@@ -166,6 +166,20 @@ class _ReleasedConsumer(AsyncWebsocketConsumer):
             await super().__call__(scope, receive, send)
         finally:
             await self.release()
+            await self._channel_discard()
+
+    async def _channel_discard(self) -> None:
+        """Tell the channel layer this instance's channel is gone, when it can be told (the Redis
+        layers, ``channel_discard``): Channels only stops receiving, which leaves a layer that
+        keeps per-channel state holding it when the last receive had completed (a live message
+        and the disconnect at once), one per such session (found by tests/load/)."""
+        discard = getattr(self.channel_layer, "channel_discard", None)
+        name = getattr(self, "channel_name", None)
+        if discard is not None and name:
+            try:
+                await discard(name)
+            except Exception:  # noqa: BLE001 - Redis away: its reconnect forgets it anyway
+                logger.warning("could not give up channel %s", name, exc_info=True)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its ``close_old_connections`` before every message: that

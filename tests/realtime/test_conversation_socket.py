@@ -9,6 +9,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from conversations.models import ConversationEvent
 from conversations.services.launches import workbench_group
@@ -385,3 +386,59 @@ async def test_a_workbench_instance_killed_before_it_finished_leaves_its_group(u
     await layer.group_send(workbench_group(user.pk), {"type": "probe"})
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(layer.receive(channel), 1)
+
+
+async def _sessions_while_pouring(token: str, path: str, group: str, message: dict, frame=None):
+    """Forty sessions, each ending right after it took something, while ``group`` is flooded:
+    a live message and the disconnect reach the consumer at once, again and again."""
+    layer = get_channel_layer(live_layer_alias() if group.startswith("conv.") else "default")
+    pouring = True
+
+    async def pour() -> None:
+        while pouring:
+            await layer.group_send(group, message)
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(pour())
+    try:
+        for _ in range(40):
+            socket = await connect(token, path=path)
+            if frame is not None:
+                await send(socket, frame)
+            await receive(socket)
+            await asyncio.sleep(0.01)
+            await socket.disconnect()
+    finally:
+        pouring = False
+        await task
+    await asyncio.sleep(0.3)
+    return layer
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="the Redis layers keep state per channel")
+async def test_a_socket_that_ends_as_a_live_message_arrives_leaves_no_channel_behind(user):
+    token = await token_for(user)
+    conversation = await sync_to_async(new_conversation)(user)
+    await sync_to_async(open_turn)(conversation)
+    cid = str(conversation.pk)
+    update = {"toolCallId": "x", "rev": 1}
+    layer = await _sessions_while_pouring(
+        token,
+        "/ws/conversations/",
+        conversation_group(cid),
+        {"type": "tool.updated", "conversationId": cid, "update": update},
+        {"type": "subscribe", "conversationId": cid, "after": 0},
+    )
+    here = layer._get_layer()  # this event loop's pub/sub layer
+    assert here.channels == {}  # every queue given up ...
+    assert here.groups == {}
+    assert all(not shard._subscribed_to for shard in here._shards)  # ... and every subscription
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="the Redis layers keep state per channel")
+async def test_a_workbench_socket_that_ends_as_a_message_arrives_leaves_no_buffer(user):
+    token = await token_for(user)
+    layer = await _sessions_while_pouring(
+        token, "/ws/workbench/", workbench_group(user.pk), {"type": "launch.removed", "id": "x"}
+    )
+    assert not [c for c in layer.receive_buffer if layer.receive_buffer[c].qsize()]
