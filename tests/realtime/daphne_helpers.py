@@ -45,20 +45,7 @@ START_SECONDS = 30  # a daphne that does not answer /healthz by then failed to s
 STOP_SECONDS = 10  # after SIGTERM, then SIGKILL
 FRAME_SECONDS = 10  # the longest a test waits for one websocket frame
 # Only what a process needs to run: nothing of the suite's own settings leaks into the site.
-INHERITED = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "MALLOC_ARENA_MAX",
-    "PYTHONPATH",
-    "MEDBG_ALL",
-    "MEMDBG_ALL",
-    "MEMDBG",
-)
+INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 USERNAME = "e2e"
 
 
