@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 
 import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
-from hypothesis import HealthCheck
-from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
     positive_data_acceptance,
@@ -35,8 +32,8 @@ from conversations.models import Conversation
 from tests.conversations.api_helpers import build_world, grant_run_commands
 
 from .errors import error_of
+from .fuzzing import FUZZ
 
-EXAMPLES = int(os.environ.get("TOOLCORE_FUZZ_EXAMPLES", "6"))
 WAIT_MAX_SECONDS = 0.2  # the turn barrier may wait 60 s: real turns are asked with less
 
 # Unknown query parameters are ignored, as across HTTP (a proxy's or a cache-buster's); unknown
@@ -152,13 +149,7 @@ def _aim(case, ids: dict[str, str]) -> None:
 
 @pytest.mark.django_db(transaction=True)
 @schema.parametrize()
-@hypothesis_settings(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@FUZZ
 def test_every_operation_survives_the_fuzzer(case, user):
     ids, secret = _world(user)
     _aim(case, ids)

@@ -9,14 +9,12 @@ Bounded for CI (``TOOLCORE_FUZZ_EXAMPLES`` sockets of up to 8 frames, default 6,
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hypothesis_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conversations.auth import token_create
@@ -27,7 +25,8 @@ from tests.conversations.helpers import new_conversation, open_turn
 from tests.realtime.helpers import connect, hello, receive, send, token_for
 from tools.models import AsyncRun, Launch, PermissionRule
 
-EXAMPLES = int(os.environ.get("TOOLCORE_FUZZ_EXAMPLES", "6"))
+from .fuzzing import FUZZ
+
 SENTINEL = "sentinel-"  # a subscribe to this id answers one not_found naming it: a fence
 FIELDS = ("type", "conversationId", "after", "toolCallId", "requestId", "kind", "decision")
 
@@ -136,13 +135,7 @@ def scene(user, other_user):
 
 @pytest.mark.django_db(transaction=True)
 @given(data=st.data())
-@hypothesis_settings(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@FUZZ
 def test_random_frames_get_their_answers_and_write_nothing(scene, data):
     ids, secret = scene
     texts = data.draw(st.lists(_frames(ids), min_size=1, max_size=8), label="frames")
@@ -169,13 +162,7 @@ def test_random_frames_get_their_answers_and_write_nothing(scene, data):
 
 @pytest.mark.django_db(transaction=True)
 @given(data=st.data())
-@hypothesis_settings(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+@FUZZ
 def test_the_workbench_answers_every_frame_with_an_error(user, data):
     texts = data.draw(st.lists(_frames({}), min_size=1, max_size=8), label="frames")
     _, secret = token_create(user=user)
