@@ -1,70 +1,34 @@
 """The permission port: ``allow``, ``ask`` or ``deny`` for (conversation, tool, arguments).
 
-Never executes anything and never writes. Shell commands are matched with care: an ``allow`` or
-``ask`` rule matches a command holding shell control characters only by exact equality, while a
-``deny`` rule also matches any simple command of it (``rm -rf data; true`` is caught by
-``deny rm *``).
+Never executes anything and never writes. A shell command is parsed, not pattern-cut
+(``tools/shell``): rules are matched against each simple command it runs, runners unwrapped.
+A deny rule that matches any simple command denies the whole line; a line that is not plain
+(``$X`` as a command, ``eval``, a function…) cannot be checked, so it is denied whenever a deny
+rule of the tool applies and never allowed by a rule; an allow or ask rule decides a plain line
+only when every simple command is matched, the strictest decision winning. A rule whose pattern
+reads exactly as the whole line (the exact suggestion of an approval) matches the whole line.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import regex
 from django.db.models import Q
 
 from projections.units import cut_text
 
 from .catalog import ToolSpec, tool_spec
 from .models import PermissionRule
+from .shell import CommandLine, SimpleCommand, is_runner, parse_command
+from .shell.runners import UNCHECKABLE
 from .workspaces import conversation_workspace
 
-# A command with one of these matches an allow or ask rule only by exact equality.
-_SHELL_CONTROL = re.compile(r"[;&|`><\n]|\$\(")
-# Where a command line is cut into simple commands: the control characters, and subshell and
-# group brackets too (a deny rule errs toward matching). A redirection takes its file descriptor
-# number along (``2>``), so that ``rm -rf data 2>&1`` still holds ``rm -rf data``.
-_COMMAND_SEPARATOR = re.compile(r"\$\(|(?:(?<!\S)\d+)?[<>]|[;&|`\n(){}]")
-# Dropped from a simple command for a deny rule's second look: the shell removes them too.
-_QUOTING = str.maketrans("", "", "'\"\\")
-# ANSI-C and locale quoting (``$'rm'``, ``$"rm"``): the ``$`` goes with the quotes.
-_DOLLAR_QUOTE = re.compile(r"\$(?=['\"])")
-_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
-# Words before the command of a simple command that make the next word the command: reserved
-# words of the shell grammar, builtins and programs that run their arguments as a command.
-_PRECOMMANDS = frozenset(
-    [
-        "!",
-        "if",
-        "then",
-        "elif",
-        "else",
-        "do",
-        "while",
-        "until",
-        "time",
-        "coproc",
-        "exec",
-        "command",
-        "builtin",
-        "eval",
-        "nohup",
-        "env",
-        "sudo",
-        "doas",
-        "xargs",
-        "nice",
-        "ionice",
-        "timeout",
-        "stdbuf",
-        "setsid",
-    ]
-)
-_SHELLS = frozenset(["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"])  # ``sh -c 'rm -rf x'``
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _DECISION_RANK = {"deny": 0, "ask": 1, "allow": 2}
 _WILDCARD = re.compile(r"\*|\?|\[[^\]]*\]")
 # A glob character written as a one-character set matches exactly that character.
@@ -72,6 +36,8 @@ _ESCAPED = re.compile(r"\[([*?[])\]")
 _LITERAL_GLOB = re.compile(r"(?:\[[*?[]\]|[^*?[])*")
 # A suggestion longer than a rule's pattern column could not be saved; none is offered then.
 _PATTERN_MAX_CHARS = PermissionRule._meta.get_field("pattern").max_length
+# The line the port checks when a command runs nothing at all (``X=1``, a comment).
+_NOTHING = SimpleCommand(())
 
 
 class Decision(NamedTuple):
@@ -117,76 +83,6 @@ def glob_literal(pattern: str) -> str | None:
     return _ESCAPED.sub(r"\1", pattern)
 
 
-def simple_commands(command: str) -> list[str]:
-    """The simple commands of a command line, each trimmed, empty ones dropped.
-
-    Cut at ``;``, ``&&``, ``||``, ``|``, ``&``, newlines, ``>`` and ``<`` (a redirection target
-    is a part of its own), ``$(`` and ``)``, backquotes, and ``(``, ``{``, ``}``. Quotes are not
-    read: a separator inside quotes cuts too, which only ever gives a deny rule more to match.
-    """
-    return [part.strip() for part in _COMMAND_SEPARATOR.split(command) if part.strip()]
-
-
-def _ansi_c_unquoted(text: str) -> str:
-    """``$'\\x72m'`` read as the shell reads it (``rm``), for a deny rule's look."""
-
-    def decode(match: re.Match) -> str:
-        try:
-            return match.group(1).encode("latin-1", "backslashreplace").decode("unicode_escape")
-        except UnicodeDecodeError:
-            return match.group(1)
-
-    return _ANSI_C.sub(decode, text)
-
-
-def _unwrapped(words: list[str]) -> list[str]:
-    """The words from the command on: reserved words (``!``, ``if``, ``do``, ``time`` …),
-    assignments (``X=1``), command runners (``exec``, ``env``, ``sudo``, ``nice -n 5`` …, with
-    their options) and ``sh -c`` dropped from the front."""
-    at, wrapped = 0, False
-    while at < len(words):
-        word = words[at]
-        if word in _PRECOMMANDS or _ASSIGNMENT.match(word):
-            at, wrapped = at + 1, True
-        elif wrapped and (word.startswith("-") or word.isdigit()):
-            at += 1  # an option of a runner: ``time -p``, ``nice -n 5``, ``timeout 10``
-        elif word.rsplit("/", 1)[-1] in _SHELLS and words[at + 1 : at + 2] == ["-c"]:
-            at, wrapped = at + 2, True
-        else:
-            break
-    return words[at:]
-
-
-def _command_forms(part: str) -> set[str]:
-    """``part`` and the texts the shell would run it as: runners and reserved words dropped,
-    the command named without its folder (``/bin/rm`` is ``rm``), a brace list spelled out
-    (``{rm,-rf,data}`` is ``rm -rf data``)."""
-    forms = {part, " ".join(part.split())}
-    for words in (part.split(), part.replace(",", " ").split()):
-        words = _unwrapped(words)
-        if not words:
-            continue
-        forms.add(" ".join(words))
-        if "/" in words[0]:
-            forms.add(" ".join([words[0].rsplit("/", 1)[-1], *words[1:]]))
-    return forms
-
-
-@lru_cache(maxsize=4)  # one command meets every deny rule of its tool in turn
-def _deny_candidates(command: str) -> frozenset[str]:
-    """The texts a deny rule is tried on: the whole command, trimmed or not, and every simple
-    command of it; each also with quotes and backslashes dropped and runs of white space made
-    single spaces, as the shell reads them (``"rm"  -rf data`` runs ``rm -rf data``), and in
-    the forms of ``_command_forms`` (``! rm``, ``if rm …``, ``sudo rm``, ``/bin/rm``)."""
-    parts = {command, command.strip(), *simple_commands(command)}
-    unquoted = {_ansi_c_unquoted(part) for part in parts}
-    plain = {_DOLLAR_QUOTE.sub("", part).translate(_QUOTING) for part in parts | unquoted}
-    out: set[str] = set()
-    for part in parts | unquoted | plain:
-        out |= _command_forms(part)
-    return frozenset(out)
-
-
 def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
     """What a rule's pattern is matched against: the command, the resolved path, or ``""``."""
     if not isinstance(arguments, dict):
@@ -206,23 +102,67 @@ def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
     return str((workspace / raw).resolve())
 
 
-def rule_matches(rule: PermissionRule, subject: str, *, is_command: bool) -> bool:
-    """Whether ``rule`` applies to ``subject`` (a command when ``is_command``, else a path).
+def path_rule_matches(rule: PermissionRule, path: str) -> bool:
+    """Whether ``rule`` applies to the resolved ``path`` of a path tool."""
+    return rule.pattern == "" or fnmatch.fnmatchcase(path, rule.pattern)
 
-    On a command a deny rule matches the whole command or any simple command of it; an allow or
-    ask rule matches a command with shell control characters only when the pattern has no real
-    wildcard and reads exactly as the command.
+
+def command_rule_matches(
+    rule: PermissionRule, command: SimpleCommand, *, line: str, parsed: CommandLine
+) -> bool:
+    """Whether ``rule`` applies to one simple ``command`` of the command ``line``.
+
+    A deny rule is tried on every spelling of the command (``/bin/rm`` as ``rm`` too); where
+    the command's text runs into an unknown part (``rm -rf $X``, the arguments ``xargs``
+    reads), it matches when some text there could complete a match. An allow or ask rule
+    matches the text as written; over an unknown part only when its pattern accepts any text
+    there (``git *`` for ``git commit -m "$MSG"``). A rule whose pattern reads exactly as the
+    whole line matches each of its commands; otherwise an allow or ask rule never covers a line
+    that writes to a file through a redirection (the line is then the default's to decide).
     """
     pattern = rule.pattern
-    if not is_command:
-        return pattern == "" or fnmatch.fnmatchcase(subject, pattern)
+    if pattern == "":
+        return True
+    if command.words and command.words[0].dynamic:
+        return False  # no program to match: the line is not plain, and judged as such
     if rule.decision == "deny":
-        return pattern == "" or any(
-            fnmatch.fnmatchcase(part, pattern) for part in _deny_candidates(subject)
-        )
-    if _SHELL_CONTROL.search(subject):
-        return glob_literal(pattern) == subject
-    return pattern == "" or fnmatch.fnmatchcase(subject, pattern)
+        if command.open:
+            return any(_could_match(pattern, text) for text in command.spellings)
+        return any(fnmatch.fnmatchcase(text, pattern) for text in command.spellings)
+    if glob_literal(pattern) == line:
+        return True
+    if parsed.writes is not None:
+        return False
+    if command.open:
+        return _accepts_any_completion(pattern, command.text)
+    return fnmatch.fnmatchcase(command.text, pattern)
+
+
+@lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> Any:
+    return regex.compile(fnmatch.translate(pattern))
+
+
+def _could_match(pattern: str, prefix: str) -> bool:
+    """Whether some text starting with ``prefix`` matches the glob ``pattern``."""
+    return _glob_regex(pattern).fullmatch(prefix, partial=True) is not None
+
+
+def _accepts_any_completion(pattern: str, prefix: str) -> bool:
+    """Whether every text starting with ``prefix`` matches ``pattern``: the pattern ends in
+    ``*`` and what comes before that star matches a start of ``prefix``."""
+    if not pattern.endswith("*") or pattern.endswith("[*]"):
+        return False
+    stem = pattern[:-1]
+    return any(fnmatch.fnmatchcase(prefix[:end], stem) for end in range(len(prefix) + 1))
+
+
+def is_command_subject(spec: ToolSpec, arguments: Any) -> bool:
+    """Whether rules of ``spec`` match a shell command (``bash``, or a host tool called with a
+    ``command`` argument) rather than a path."""
+    return spec.subject == "command" or (
+        not spec.core and isinstance(arguments, dict) and isinstance(arguments.get("command"), str)
+    )
 
 
 def evaluate(
@@ -233,37 +173,88 @@ def evaluate(
     ``conversation`` is a ``Conversation`` (its workspace resolves path rules unless
     ``workspace`` is given) or its id; ``tool`` a catalog entry or a tool name. A matching
     global deny wins; then conversation rules before global ones, most specific pattern first,
-    deny > ask > allow at equal specificity; else the tool's default decision.
+    deny > ask > allow at equal specificity; else the tool's default decision. A command is
+    decided per simple command (``_command_decision``).
     """
     spec = tool if isinstance(tool, ToolSpec) else tool_spec(tool)
     conversation_id = getattr(conversation, "pk", conversation)
     if workspace is None and hasattr(conversation, "owner_id"):
         workspace = conversation_workspace(conversation)
     subject = rule_subject(spec, arguments, workspace)
-    is_command = spec.subject == "command" or (
-        not spec.core and isinstance(arguments, dict) and "command" in arguments
-    )
-    rules = [
-        rule
-        for rule in PermissionRule.objects.filter(
+    rules = list(
+        PermissionRule.objects.filter(
             Q(conversation_id=conversation_id) | Q(conversation__isnull=True), tool_name=spec.name
         )
-        if rule_matches(rule, subject, is_command=is_command)
-    ]
-    for rule in rules:
+    )
+    if is_command_subject(spec, arguments):
+        return _command_decision(spec, subject, rules)
+    best = _precedence([rule for rule in rules if path_rule_matches(rule, subject)])
+    if best is None:
+        return _default(spec)
+    return Decision(best.decision, _rule_reason(best), best)
+
+
+def _precedence(matching: Sequence[PermissionRule]) -> PermissionRule | None:
+    """The rule that decides among ``matching``: a global deny first; then conversation rules
+    before global ones, the most specific pattern first, deny > ask > allow at a tie."""
+    for rule in matching:
         if rule.conversation_id is None and rule.decision == "deny":
-            return Decision("deny", _rule_reason(rule), rule)
-    if rules:
-        rules.sort(
-            key=lambda r: (
-                0 if r.conversation_id is not None else 1,
-                -specificity(r.pattern),
-                _DECISION_RANK[r.decision],
-                r.pk,
-            )
+            return rule
+    if not matching:
+        return None
+    return min(
+        matching,
+        key=lambda r: (
+            0 if r.conversation_id is not None else 1,
+            -specificity(r.pattern),
+            _DECISION_RANK[r.decision],
+            r.pk,
+        ),
+    )
+
+
+def _command_decision(spec: ToolSpec, line: str, rules: list[PermissionRule]) -> Decision:
+    """The decision for a command: each simple command is decided by the rules that match it
+    (or the tool's default); a deny of any one denies the line; a line that is not plain is
+    denied when any deny rule applies and never allowed by a rule; else the strictest."""
+    parsed = parse_command(line)
+    decided = [
+        _precedence([r for r in rules if command_rule_matches(r, c, line=line, parsed=parsed)])
+        for c in parsed.commands or (_NOTHING,)
+    ]
+    denied = [rule for rule in decided if rule is not None and rule.decision == "deny"]
+    if denied:
+        rule = _precedence(denied)
+        return Decision("deny", _rule_reason(rule), rule)
+    if not parsed.plain:
+        deny_rules = [rule for rule in rules if rule.decision == "deny"]
+        if deny_rules:
+            reason = f"Cannot be checked against the deny rules: {parsed.unplain}."
+            return Decision("deny", reason, _precedence(deny_rules))
+        if not rules and spec.default_decision == "allow":
+            return _default(spec)  # a host tool without rules: the host's own policy decides
+        decision = "deny" if spec.default_decision == "deny" else "ask"
+        reason = f"Not a plain command ({parsed.unplain}); no rule can allow it."
+        return Decision(decision, reason, None)
+    ranked = [(rule.decision if rule else spec.default_decision, rule) for rule in decided]
+    # At a tie the default speaks: rules decide a line only where they match all of it.
+    decision, rule = min(ranked, key=lambda d: (_DECISION_RANK[d[0]], d[1] is not None))
+    if rule is not None:
+        return Decision(decision, _rule_reason(rule), rule)
+    if (
+        parsed.writes is not None
+        and decision != "allow"
+        and any(r.decision == "allow" for r in rules)
+    ):
+        reason = (
+            f"It writes to a file ({parsed.writes}); an allow rule covers that only when it "
+            "names the whole command."
         )
-        best = rules[0]
-        return Decision(best.decision, _rule_reason(best), best)
+        return Decision(decision, reason, None)
+    return _default(spec)
+
+
+def _default(spec: ToolSpec) -> Decision:
     return Decision(
         spec.default_decision, _default_reason(spec.default_decision, default=True), None
     )
@@ -283,19 +274,35 @@ def _default_reason(decision: str, *, default: bool = False) -> str:
 
 def suggested_rules(spec: ToolSpec, arguments: Any, workspace: Path | None) -> list[dict[str, str]]:
     """Rules an approver may save with ``persist: true``: first the exact subject, its glob
-    characters escaped so that it matches only that text, then a prefix glob as its own entry.
+    characters escaped so that it matches only that text, then, for a plain command that is
+    one program with its arguments (never a runner: ``env *`` would allow every command), a
+    prefix glob as its own entry.
 
-    No rules at all when the exact subject is too long for a rule's pattern: a wider rule is
-    never saved in its place.
+    No rules at all when the exact subject is too long for a rule's pattern (a wider rule is
+    never saved in its place), or for a command that is not plain (no rule can allow it).
     """
     subject = rule_subject(spec, arguments, workspace)
     exact = escape_glob(subject)
     if len(exact) > _PATTERN_MAX_CHARS:
         return []
     rules = [{"toolName": spec.name, "pattern": exact, "decision": "allow"}]
-    if spec.subject == "command" and subject and not _SHELL_CONTROL.search(subject):
-        first = subject.split()[0]
-        if first != subject.strip():
-            wider = f"{escape_glob(first)} *"
-            rules.append({"toolName": spec.name, "pattern": wider, "decision": "allow"})
+    if not is_command_subject(spec, arguments):
+        return rules
+    parsed = parse_command(subject)
+    if not parsed.plain:
+        return []
+    wider = _wider_pattern(parsed)
+    if wider is not None and wider != exact:
+        rules.append({"toolName": spec.name, "pattern": wider, "decision": "allow"})
     return rules
+
+
+def _wider_pattern(parsed: CommandLine) -> str | None:
+    """``PROGRAM *`` for a line that runs one program with arguments and writes no file."""
+    if len(parsed.commands) != 1 or parsed.writes is not None:
+        return None
+    (command,) = parsed.commands
+    program = command.program
+    if len(command.words) < 2 or is_runner(program) or program in UNCHECKABLE:
+        return None
+    return f"{escape_glob(program)} *"

@@ -11,7 +11,6 @@ from tools.permissions import (
     escape_glob,
     evaluate,
     glob_literal,
-    simple_commands,
     specificity,
     suggested_rules,
 )
@@ -42,7 +41,6 @@ CHAINED = [
     "(rm -rf data)",
     "{ rm -rf data; }",
     "cd /tmp && (cd x; rm -rf data)",
-    'echo "a; rm -rf data"',  # quotes are not read: a deny rule errs toward matching
     '"rm" -rf data',
     "r''m -rf 'data'",
     "\\rm -rf data",
@@ -76,6 +74,7 @@ def test_a_deny_rule_catches_a_chained_simple_command(user, scope, pattern, comm
     "command",
     [
         "echo rm -rf data",  # rm is an argument here, not a command
+        'echo "a; rm -rf data"',  # quoted: one argument of echo, as the shell reads it
         "farm -rf data",
         "git status; ls",
         "make > rm",  # a redirection target is its own part: "rm" is not "rm *"
@@ -105,8 +104,10 @@ def test_a_global_deny_wins_over_an_exact_conversation_allow_of_the_chain(user):
         ("git status*", "git status $(x)", "ask"),
         ("git status*", "git status `x`", "ask"),
         ("git status*", "git status\nrm x", "ask"),
-        ("*", "ls & rm -rf /", "ask"),
-        ("", "ls & rm -rf /", "ask"),
+        ("ls *", "ls -a & rm -rf /", "ask"),
+        ("ls *", "ls -a & ls -b", "allow"),  # every simple command matched
+        ("*", "ls & rm -rf /", "allow"),  # a rule for every command allows every command
+        ("", "ls & rm -rf /", "allow"),
         ("ls | wc -?", "ls | wc -l", "ask"),
         # Exact equality does.
         ("ls | wc -l", "ls | wc -l", "allow"),
@@ -114,12 +115,12 @@ def test_a_global_deny_wins_over_an_exact_conversation_allow_of_the_chain(user):
         ("ls [*].py > out", "ls *.py > out", "allow"),
         ("ls [*].py > out", "ls a.py > out", "ask"),
         ("make build > log.txt", " make build > log.txt", "ask"),
-        # Without control characters the glob applies as written.
+        # A single simple command: the glob applies to its words.
         ("git status*", "git status --short", "allow"),
         ("", "anything at all", "allow"),
     ],
 )
-def test_allow_rules_match_a_command_with_control_characters_only_exactly(
+def test_allow_rules_match_every_simple_command_or_the_whole_line_exactly(
     user, pattern, command, decision
 ):
     conversation = new_conversation(user)
@@ -127,13 +128,15 @@ def test_allow_rules_match_a_command_with_control_characters_only_exactly(
     assert _bash(conversation, command).decision == decision
 
 
-def test_an_ask_rule_on_a_host_tool_also_matches_a_chained_command_only_exactly(user):
+def test_an_ask_rule_on_a_host_tool_holds_for_its_command_in_a_chain(user):
     conversation = new_conversation(user)
-    _rule(conversation, "ask", "deploy *", tool="remote_shell")
+    ask = _rule(conversation, "ask", "deploy *", tool="remote_shell")
     assert evaluate(conversation, "remote_shell", {"command": "deploy prod"}).decision == "ask"
-    # The host tool's default (allow) decides a chain the glob does not match exactly...
-    assert evaluate(conversation, "remote_shell", {"command": "deploy a; b"}).rule is None
-    # ...but a deny rule still catches a part of it.
+    # The strictest decision of the simple commands: the rule asks for ``deploy a``, though
+    # the host tool's default (allow) decides ``b``.
+    assert evaluate(conversation, "remote_shell", {"command": "deploy a; b"}).rule == ask
+    assert evaluate(conversation, "remote_shell", {"command": "b; c"}).decision == "allow"
+    # A deny rule catches a part of it.
     _rule(None, "deny", "b", tool="remote_shell")
     assert evaluate(conversation, "remote_shell", {"command": "deploy a; b"}).decision == "deny"
 
@@ -156,24 +159,6 @@ def test_a_long_rule_reason_is_cut(user):
     _rule(None, "deny", "", reason="€" * 500)
     reason = _bash(conversation, "ls").reason
     assert len(reason.encode()) <= 1024 and reason.endswith("…")
-
-
-@pytest.mark.parametrize(
-    ("command", "parts"),
-    [
-        ("ls", ["ls"]),
-        ("  ls -la  ", ["ls -la"]),
-        ("a; b && c || d | e & f\ng", ["a", "b", "c", "d", "e", "f", "g"]),
-        ("echo $(id) `whoami`", ["echo", "id", "whoami"]),
-        ("make > log.txt 2>&1", ["make", "log.txt", "1"]),
-        ("echo a2>f", ["echo a2", "f"]),
-        ("sort < in >> out", ["sort", "in", "out"]),
-        ("(cd x; rm y) && { z; }", ["cd x", "rm y", "z"]),
-        (";;  ;", []),
-    ],
-)
-def test_simple_commands(command, parts):
-    assert simple_commands(command) == parts
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,274 @@
+"""The shell command reader on its own: command lines in, simple commands and plainness out
+(tools/shell; docs/subsystems/supervision.md, "Commands are parsed")."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tools.shell import parse_command
+from tools.shell.parse import MAX_CONTINUATIONS, MAX_PARSED_BYTES
+from tools.shell.words import ansi_c
+
+
+def texts(command: str) -> list[str]:
+    """Each simple command as the port sees it, `` …`` marking an unknown tail."""
+    return [c.text + (" …" if c.open else "") for c in parse_command(command).commands]
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("ls", ["ls"]),
+        ("  ls   -la  ", ["ls -la"]),
+        ("a; b && c || d | e & f\ng", ["a", "b", "c", "d", "e", "f", "g"]),
+        ("echo $(id) `whoami`", ["echo …", "id", "whoami"]),
+        ("(cd x; rm y) && { z; }", ["cd x", "rm y", "z"]),
+        ("if a; then b; elif c; then d; else e; fi", ["a", "b", "c", "d", "e"]),
+        ("while a; do b; done; until c; do d; done", ["a", "b", "c", "d"]),
+        ("for x in 1 2; do rm $x; done", ["rm …"]),
+        ("case $1 in a) b;; *) c;; esac", ["b", "c"]),
+        ("cat <(a) >(b)", ["cat …", "a", "b"]),
+        ("x=$(a) y=`b`", ["a", "b"]),
+        ("export A=$(a) B", ["export …", "a"]),
+        ("[[ -n $(a) ]] && [ -f x ]", ["a"]),
+        ("! rm x", ["rm x"]),
+        # quotes removed, as the shell reads the words
+        ('"rm" -rf data', ["rm -rf data"]),
+        ("r''m -rf 'da'ta", ["rm -rf data"]),
+        ("\\rm -rf data", ["rm -rf data"]),
+        ("$'\\x72m' -rf data", ["rm -rf data"]),
+        ('$"rm" -rf data', ["rm -rf data"]),
+        ("echo \"a;b\" 'c|d'", ["echo a;b c|d"]),
+        ('echo "a\\"b\\$c"', ['echo a"b$c']),
+        # line continuations joined, except where a backslash is verbatim
+        ("r\\\nm -rf x", ["rm -rf x"]),
+        ("true; r\\\nm -rf x", ["true", "rm -rf x"]),
+        ('echo "a\\\nb"', ["echo ab"]),
+        ("echo 'a\\\nb'", ["echo a\\\nb"]),
+        ("echo a # c \\\nrm x", ["echo a", "rm x"]),
+        ("echo \\\\\nrm x", ["echo \\", "rm x"]),
+        # here-documents: expansions in an unquoted body run; a quoted body is text
+        ("cat <<EOF\n$(r\\\nm -rf x)\nEOF\n", ["cat", "rm -rf x"]),
+        ("cat <<'EOF'\n$(rm -rf x)\nEOF\n", ["cat"]),
+        ("cat <<EOF && rm -rf x\nbody\nEOF\n", ["cat", "rm -rf x"]),
+        ("cat <<EOF a b\nbody\nEOF\n", ["cat a b"]),
+        # redirections set aside, wherever they stand
+        (">out rm -rf x", ["rm -rf x"]),
+        ("2>/dev/null rm -rf x", ["rm -rf x"]),
+        ("true; rm >out -rf x", ["true", "rm -rf x"]),
+        ("X=1 rm>/dev/null -rf x", ["rm -rf x"]),
+        ("rm -rf x 2>&1 | tee log", ["rm -rf x", "tee log"]),
+        ("ls > $(rm x)", ["ls", "rm x"]),
+    ],
+)
+def test_simple_commands(command, expected):
+    assert texts(command) == expected
+
+
+@pytest.mark.parametrize(
+    ("command", "inner"),
+    [
+        ("timeout 5s rm -rf x", "rm -rf x"),
+        ("timeout -s KILL 5 rm -rf x", "rm -rf x"),
+        ("timeout --signal=KILL -k 2 5 rm -rf x", "rm -rf x"),
+        ("timeout --kill-after 2 5 rm -rf x", "rm -rf x"),
+        ("env -u HOME rm -rf x", "rm -rf x"),
+        ("env -uHOME -i A=1 B=2 rm -rf x", "rm -rf x"),
+        ("env -C . rm -rf x", "rm -rf x"),
+        ("env -S 'rm -rf' x", "rm -rf x"),
+        ("env -- rm -rf x", "rm -rf x"),
+        ("stdbuf -o L rm -rf x", "rm -rf x"),
+        ("stdbuf -oL -e0 rm -rf x", "rm -rf x"),
+        ("nice -n 5 rm -rf x", "rm -rf x"),
+        ("nice -5 rm -rf x", "rm -rf x"),
+        ("ionice -c 3 rm -rf x", "rm -rf x"),
+        ("nohup rm -rf x", "rm -rf x"),
+        ("time -p rm -rf x", "rm -rf x"),
+        ("command rm -rf x", "rm -rf x"),
+        ("builtin command rm -rf x", "rm -rf x"),
+        ("exec -a name rm -rf x", "rm -rf x"),
+        ("sudo -u root -E rm -rf x", "rm -rf x"),
+        ("sudo LC_ALL=C rm -rf x", "rm -rf x"),
+        ("doas -u root rm -rf x", "rm -rf x"),
+        ("setsid -f rm -rf x", "rm -rf x"),
+        ("chroot / rm -rf x", "rm -rf x"),
+        ("chroot --userspec=a:b / rm -rf x", "rm -rf x"),
+        ("flock /tmp/l rm -rf x", "rm -rf x"),
+        ("flock -w 5 /tmp/l -c 'rm -rf x'", "rm -rf x"),
+        ("watch -n 1 rm -rf x", "rm -rf x"),
+        ("watch -x rm -rf x", "rm -rf x"),
+        ("busybox rm -rf x", "rm -rf x"),
+        ("su root -c 'rm -rf x'", "rm -rf x"),
+        ("trap 'rm -rf x' EXIT", "rm -rf x"),
+        ("find . -name x -exec rm -rf x \\;", "rm -rf x"),
+        ("find . -execdir rm -rf x ';' -print", "rm -rf x"),
+        ("sh -c 'rm -rf x'", "rm -rf x"),
+        ("sh -ec 'rm -rf x'", "rm -rf x"),
+        ("sh -e -c 'rm -rf x'", "rm -rf x"),
+        ("bash -xc 'rm -rf x'", "rm -rf x"),
+        ("bash -o pipefail -c 'rm -rf x'", "rm -rf x"),
+        ("bash --norc -c 'true; rm -rf x'", "rm -rf x"),
+        ("/bin/sh -c \"sh -c 'rm -rf x'\"", "rm -rf x"),
+        ("bash <<EOF\nr\\\nm -rf x\nEOF\n", "rm -rf x"),
+        ("bash <<'EOF'\nr\\\nm -rf x\nEOF\n", "rm -rf x"),
+        ("sh <<< 'rm -rf x'", "rm -rf x"),
+        ("sudo timeout 5 env -u A nice rm -rf x", "rm -rf x"),
+    ],
+)
+def test_runners_are_unwrapped_by_their_options(command, inner):
+    line = parse_command(command)
+    assert inner in texts(command), texts(command)
+    assert line.plain, line.unplain
+
+
+@pytest.mark.parametrize(
+    ("command", "inner"),
+    [
+        # xargs adds what it reads to its command (echo when none): an unknown tail
+        ("echo x | xargs rm", "rm …"),
+        ("ls | xargs -n1 rm", "rm …"),
+        ("ls | xargs -0 -P 4 -n 1 rm -f", "rm -f …"),
+        ("ls | xargs", "echo …"),
+        ("ls | xargs -I % rm -rf %", "rm -rf …"),
+        ("ls | xargs -I{} rm -rf ./{}", "rm -rf ./ …"),
+        ("ls | xargs -i rm -rf {}", "rm -rf …"),
+        ("find . -exec rm -f {} +", "rm -f …"),
+        ("rm -rf $DIR", "rm -rf …"),
+        ("rm -rf --file=$F data", "rm -rf --file= …"),
+        ("rm -rf *.log", "rm -rf …"),
+        ("rm -rf ~/x", "rm -rf …"),
+        ("echo {a,b}", "echo …"),
+    ],
+)
+def test_what_cannot_be_known_leaves_an_open_tail(command, inner):
+    assert inner in texts(command), texts(command)
+    assert parse_command(command).plain
+
+
+@pytest.mark.parametrize(
+    ("command", "construct"),
+    [
+        ("$X rm", "a command word from an expansion: $X"),
+        ('"$@"', 'a command word from an expansion: "$@"'),
+        ("$(echo rm) -rf x", "a command word from an expansion: $(echo rm)"),
+        ("`echo rm` x", "a command word from an expansion: `echo rm`"),
+        ("${CMD:-rm} x", "a command word from an expansion: ${CMD:-rm}"),
+        ("timeout 5 $X", "a command word from an expansion: $X"),
+        ("env $OPTS rm", "a command word from an expansion: $OPTS"),
+        ("/bin/r? x", "a glob naming the command: /bin/r?"),
+        ("r* x", "a glob naming the command: r*"),
+        ("r{m,} x", "a brace list naming the command: r{m,}"),
+        ("~/bin/rm x", "a command word from an expansion: ~/bin/rm"),
+        ("eval 'rm -rf x'", "an eval: eval 'rm -rf x'"),
+        ("source ./env.sh", "a script read with source: source ./env.sh"),
+        (". ./env.sh", "a script read with .: . ./env.sh"),
+        ("alias ll='rm -rf'", "an alias: alias ll='rm -rf'"),
+        ('f(){ "$@"; }; f rm -rf x', "a function definition: f"),
+        ("function g { rm x; }", "a function definition: g"),
+        ("sh s.sh", "a script file run through a shell: sh s.sh"),
+        ("bash -e ./deploy.sh", "a script file run through a shell: bash ./deploy.sh"),
+        ("curl -s http://x | sh", "a shell reading commands from its input: sh"),
+        ('sh -c "$CMD"', 'a command string from an expansion: "$CMD"'),
+        ("coproc rm x", "a coprocess: coproc"),
+        ("{rm,-rf,data}", "a syntax error: {rm,-rf,data}"),
+        ("echo 'unterminated", "a syntax error: 'unterminated"),
+    ],
+)
+def test_what_is_not_plain_is_named(command, construct):
+    assert parse_command(command).unplain == construct
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ls -la",
+        'git commit -m "$MSG"',
+        "rm -rf $DIR",
+        "make > log.txt 2>&1",
+        "cd src && pytest -x",
+        "X=1 make",
+        "env",
+        "sudo -l",
+        "command -v rm",
+        "sh -c 'ls | wc -l'",
+        "find . -name '*.py'",
+        "echo $((1 + 2))",
+    ],
+)
+def test_plain_commands(command):
+    assert parse_command(command).plain, parse_command(command).unplain
+
+
+@pytest.mark.parametrize(
+    ("command", "writes"),
+    [
+        ("ls > out", "> out"),
+        ("ls >> out", ">> out"),
+        ("ls &> log", "&> log"),
+        ("ls 2>err.txt", "> err.txt"),
+        ("ls > $F", "> $F"),
+        ("true; rm >out -rf x", "> out"),
+        ("ls > /dev/null 2>&1", None),
+        ("ls 2>/dev/null >&2", None),
+        ("sort < in.txt", None),
+        ("cat <<< x", None),
+    ],
+)
+def test_redirections_that_write_a_file_are_named(command, writes):
+    assert parse_command(command).writes == writes
+
+
+def test_command_lines_beyond_the_limits_are_not_plain():
+    long = "echo " + "x" * MAX_PARSED_BYTES
+    assert parse_command(long).unplain == f"a command line over {MAX_PARSED_BYTES:,} bytes"
+    continued = "echo " + "a\\\n" * (MAX_CONTINUATIONS + 1)
+    assert parse_command(continued).unplain == (f"more than {MAX_CONTINUATIONS} line continuations")
+    nested = "rm -rf x"
+    for level in range(20):  # here-documents in here-documents: the line grows linearly
+        nested = f"sh <<'E{level}'\n{nested}\nE{level}"
+    assert parse_command(nested).unplain == "commands nested more than 16 deep"
+    assert "rm -rf x" not in texts(nested)
+
+
+def test_ansi_c_escapes_read_as_bash_reads_them():
+    assert ansi_c("\\x72\\155\\u00e9\\n\\t\\\\\\'\\q") == "rm\u00e9\n\t\\'\\q"
+
+
+@given(st.text(max_size=200))
+def test_any_text_is_read_without_error(command):
+    line = parse_command(command)
+    assert isinstance(line.commands, tuple)
+    assert line.plain or line.unplain
+
+
+RUNNER_PREFIXES = [
+    "timeout 5 ",
+    "timeout -s KILL -k 1 5 ",
+    "env -u HOME -C . A=1 ",
+    "nice -n 5 ",
+    "stdbuf -o L ",
+    "nohup ",
+    "sudo -u root ",
+    "command ",
+    "exec ",
+    "time -p ",
+    "setsid ",
+    "xargs -0 ",
+    "2>/dev/null ",
+    ">out ",
+]
+
+
+@given(
+    st.sampled_from(["", "X=1 ", "X=1 Y=2 "]),
+    st.lists(st.sampled_from(RUNNER_PREFIXES), max_size=5),
+    st.lists(st.from_regex(r"[a-z0-9./=-]{1,8}", fullmatch=True), max_size=4),
+)
+def test_any_chain_of_runners_still_shows_the_command(assignments, prefixes, arguments):
+    """Whatever runners wrap ``rm``, the simple commands include ``rm`` with its arguments
+    (with an unknown tail when ``xargs`` adds its input's words)."""
+    inner = " ".join(["rm", *arguments])
+    found = texts(assignments + "".join(prefixes) + inner)
+    assert inner in found or f"{inner} …" in found, found
