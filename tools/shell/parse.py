@@ -238,6 +238,10 @@ def _walk(node: Node, out: _Collector) -> None:
     if kind == "function_definition":
         name = node.child_by_field_name("name")
         out.not_plain("a function definition", _text(name) if name is not None else "")
+    elif kind == "variable_assignment":
+        name = node.child_by_field_name("name")
+        if name is not None and runners.changes_what_runs(_text(name)):
+            out.not_plain("an assignment that changes what runs", _text(node))
     elif kind in ("declaration_command", "unset_command"):
         words = [literal(_text(node.children[0]))] + [
             word_of(child) for child in node.children[1:] if child.is_named
@@ -283,7 +287,9 @@ def _simple(node: Node, trailing: list[Node], out: _Collector) -> None:
         stdin = text if text is not None else stdin
     _add(words, stdin, out)
     for child in node.children:
-        if child.is_named:  # the name, arguments, assignments, redirections
+        if child.type == "variable_assignment":
+            _walk(child, out)
+        elif child.is_named:  # the name, arguments, redirections: substitutions in them
             _walk_inside(child, out)
 
 

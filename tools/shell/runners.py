@@ -26,7 +26,22 @@ UNCHECKABLE = {
     "source": "a script read with source",
     ".": "a script read with .",
     "alias": "an alias",
+    "hash": "a builtin that changes what a name runs",  # ``hash -p ./x ls``
+    "enable": "a builtin that changes what a name runs",  # ``enable -f ./x.so ls``
 }
+# Variables that change which program a name runs, or what a shell reads before it runs
+# anything: a line that sets one (``PATH=. ls``, ``LD_PRELOAD=x git``) is not plain.
+RUN_CHANGING_VARIABLES = frozenset(
+    ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "IFS", "SHELLOPTS"]
+)
+# Shell flags that read startup files (where aliases and functions hide) before the command.
+_STARTUP_FLAGS = frozenset(["-i", "-l", "--login", "--rcfile", "--init-file"])
+
+
+def changes_what_runs(assignment: str) -> bool:
+    """Whether ``NAME=VALUE`` sets one of ``RUN_CHANGING_VARIABLES`` (``+=`` too)."""
+    name = assignment.split("=", 1)[0].removesuffix("+")
+    return name in RUN_CHANGING_VARIABLES
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,7 @@ class _Read:
     operands: list[Word]
     rest: list[Word]
     unknown: Word | None = None  # a dynamic word where an option or the command must be
+    assigned: list[Word] = field(default_factory=list)  # NAME=VALUE words (env, sudo)
 
 
 def read_options(words: Sequence[Word], table: Options) -> _Read:
@@ -172,10 +188,11 @@ def read_options(words: Sequence[Word], table: Options) -> _Read:
         if rest[0].dynamic:
             return _Read(flags, operands, rest, unknown=rest[0])
         operands.append(rest.pop(0))
+    assigned: list[Word] = []
     if table.assignments:
         while rest and not rest[0].dynamic and _is_assignment(rest[0].value):
-            rest.pop(0)
-    return _Read(flags, operands, rest)
+            assigned.append(rest.pop(0))
+    return _Read(flags, operands, rest, assigned=assigned)
 
 
 def _short_cluster(
@@ -215,6 +232,9 @@ def unwrap(program: str, words: Sequence[Word], *, stdin: str | None) -> Unwrapp
         construct = "a command string" if runs_a_string else "a command word"
         out.unplain = (f"{construct} from an expansion", read.unknown.source)
         return out
+    changing = next((w for w in read.assigned if changes_what_runs(w.value)), None)
+    if changing is not None:
+        out.unplain = ("an assignment that changes what runs", changing.source)
     special = _SPECIAL.get(program)
     if special is not None:
         special(program, read, words, stdin, out)
@@ -280,7 +300,11 @@ def _find(_program: str, _read: _Read, words: Sequence[Word], _stdin, out: Unwra
 
 def _shell(program: str, read: _Read, _words, stdin: str | None, out: Unwrapped):
     """``sh -c STRING``: the string is parsed in turn; ``sh FILE`` runs a script no rule sees;
-    ``sh`` alone (or ``-s``) reads its commands from its input."""
+    ``sh`` alone (or ``-s``) reads its commands from its input. An interactive or login shell
+    reads startup files first (aliases, functions): what it runs is not plain."""
+    startup = next((flag for flag in read.flags if flag in _STARTUP_FLAGS), None)
+    if startup is not None:
+        out.unplain = ("a shell reading startup files", f"{program} {startup}")
     if "-c" in read.flags:
         # ``-c`` takes no value itself: the command string is the first operand.
         if not read.rest:
