@@ -20,7 +20,7 @@ from projections.units import cut_text
 
 from .catalog import ToolSpec, tool_spec
 from .models import PermissionRule
-from .workspaces import conversation_workspace
+from .workspaces import conversation_workspace, path_subject
 
 # A command with one of these matches an allow or ask rule only by exact equality.
 _SHELL_CONTROL = re.compile(r"[;&|`><\n]|\$\(")
@@ -188,7 +188,10 @@ def _deny_candidates(command: str) -> frozenset[str]:
 
 
 def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
-    """What a rule's pattern is matched against: the command, the resolved path, or ``""``."""
+    """What a rule's pattern is matched against: the command, the resolved path, or ``""``.
+
+    ``PathRefused`` (``tools/workspaces.py``) when a path cannot be resolved (a symlink loop, a
+    component that vanished) or the workspace is refused: the caller refuses that call."""
     if not isinstance(arguments, dict):
         return ""
     if spec.subject == "command" or (not spec.core and isinstance(arguments.get("command"), str)):
@@ -203,7 +206,7 @@ def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
         return ""
     if workspace is None:
         return raw
-    return str((workspace / raw).resolve())
+    return path_subject(workspace, raw)  # PathRefused when it cannot be resolved
 
 
 def rule_matches(rule: PermissionRule, subject: str, *, is_command: bool) -> bool:

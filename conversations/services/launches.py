@@ -23,7 +23,7 @@ from django.utils import timezone
 from projections.model import model_content
 from projections.units import clean_text
 from tools.models import Launch, ProcessStatus
-from tools.workspaces import owner_workspace_root
+from tools.workspaces import WorkspaceRefused, owner_workspace_root, workspace_checked
 
 from ..errors import Forbidden, ValidationFailed, found
 from ..shapes import iso
@@ -69,16 +69,16 @@ def publish_launch_changed(launch: Launch, *, summary: str | None = None) -> Non
 
 def launch_cwd(owner_id: Any, cwd: str) -> Path:
     """The launch's directory: ``cwd`` below the owner's workspace root (the root itself when
-    empty); 422 when it resolves outside."""
-    root = owner_workspace_root(owner_id).resolve()
+    empty), checked like a workspace (``tools/workspaces.py``: no symlink on the way), when the
+    launch is made and again when it starts; 422 otherwise."""
     if "\x00" in cwd or Path(cwd).is_absolute():
         raise ValidationFailed(
             "cwd must be a directory relative to your workspace root.", field="cwd"
         )
-    resolved = (root / cwd).resolve()
-    if not resolved.is_relative_to(root):
-        raise ValidationFailed("cwd resolves outside your workspace root.", field="cwd")
-    return resolved
+    try:
+        return workspace_checked(owner_workspace_root(owner_id) / cwd, owner_id=owner_id)
+    except WorkspaceRefused:
+        raise ValidationFailed("cwd resolves outside your workspace root.", field="cwd") from None
 
 
 def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str = "") -> Launch:

@@ -20,7 +20,7 @@ import threading
 import time
 
 from ..base import CallContext, HandlerResult, ToolError
-from ..paths import Confinement, NotADirectory, quoted, shown_below, workspace_ready
+from ..paths import Confinement, NotADirectory, quoted, shown_below
 from . import walk
 from .blocking import in_thread
 from .budget import ItemBudget
@@ -43,8 +43,7 @@ def _find(
     ctx: CallContext, names: NamePattern, raw: str | None, stop: threading.Event
 ) -> HandlerResult:
     deadline = time.monotonic() + TIME_LIMIT_SECONDS
-    workspace_ready(ctx)
-    confinement = Confinement.of(workspace=ctx.workspace, managed_root=ctx.managed_root)
+    confinement = Confinement.ready(ctx)
     root = str(confinement.resolve(raw))
     shown_root = confinement.shown(root)
     budget = ItemBudget.for_tool("find")

@@ -43,7 +43,7 @@ import regex
 from projections.units import clean_text, cut_text
 
 from ..base import CallContext, HandlerResult, ToolError
-from ..paths import OPEN_FLAGS, Confinement, file_kind, quoted, shown_below, workspace_ready
+from ..paths import OPEN_FLAGS, Confinement, file_kind, quoted, shown_below
 from . import walk
 from .blocking import in_thread
 from .budget import ItemBudget
@@ -107,10 +107,7 @@ class _Search:
 
     def run(self, raw: str | None) -> HandlerResult:
         self.deadline = time.monotonic() + TIME_LIMIT_SECONDS
-        workspace_ready(self.ctx)
-        confinement = Confinement.of(
-            workspace=self.ctx.workspace, managed_root=self.ctx.managed_root
-        )
+        confinement = Confinement.ready(self.ctx)
         root = str(confinement.resolve(raw))
         shown_root = confinement.shown(root)
         fd = confinement.open(root)

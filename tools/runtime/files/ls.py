@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 
 from ..base import CallContext, HandlerResult, ToolError
-from ..paths import Confinement, NotADirectory, quoted, shown_below, workspace_ready
+from ..paths import Confinement, NotADirectory, quoted, shown_below
 from .blocking import in_thread
 from .budget import ItemBudget
 
@@ -43,8 +43,7 @@ def _entries(fd: int, stop: threading.Event) -> Iterator[tuple[str, str]]:
 
 
 def _ls(ctx: CallContext, raw: str | None, stop: threading.Event) -> HandlerResult:
-    workspace_ready(ctx)
-    confinement = Confinement.of(workspace=ctx.workspace, managed_root=ctx.managed_root)
+    confinement = Confinement.ready(ctx)
     real = str(confinement.resolve(raw))
     shown = quoted(confinement.shown(real))
     try:
