@@ -188,21 +188,25 @@ def launch_stop(*, owner: AbstractBaseUser, launch_id: Any) -> Launch:
     return Launch.objects.get(pk=launch.pk)
 
 
-def launches_lost() -> list[Launch]:
+def launches_stale() -> list[UUID]:
     """Running launches whose watcher's heartbeat is older than the lease (by the database's
-    clock, as heartbeats are written): ``lost``."""
+    clock, as heartbeats are written): recovery ends each ``lost`` on its own."""
     cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
-    stale = Launch.objects.filter(
-        status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff
-    ).values_list("id", flat=True)
-    lost = []
-    for launch_id in list(stale):
-        ended = launch_finish(
-            launch_id=launch_id, status=ProcessStatus.LOST, exit_code=None, signal=None
-        )
-        if ended is not None:
-            lost.append(ended)
-    return lost
+    stale = Launch.objects.filter(status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff)
+    return list(stale.values_list("id", flat=True))
+
+
+def launch_lose(*, launch_id: Any) -> Launch | None:
+    """A launch whose watcher stopped: ``lost``; None when it had ended meanwhile."""
+    return launch_finish(
+        launch_id=launch_id, status=ProcessStatus.LOST, exit_code=None, signal=None
+    )
+
+
+def launches_lost() -> list[Launch]:
+    """Every stale launch ``lost``, one after the other."""
+    lost = (launch_lose(launch_id=launch_id) for launch_id in launches_stale())
+    return [launch for launch in lost if launch is not None]
 
 
 def launch_for(owner: AbstractBaseUser, launch_id: Any) -> Launch:

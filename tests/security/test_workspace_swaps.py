@@ -13,9 +13,11 @@ from django.contrib.auth.models import Permission
 from conversations.models import ToolCall
 from conversations.services.interactions import call_resolve
 from conversations.storage import resolve_workspace
+from tests.conftest import client_for
+from tests.conversations.api_helpers import API, assert_error
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.tools.worker_helpers import response_of, running_worker, wait_for
-from tools.models import AsyncRun
+from tools.models import AsyncRun, Launch
 from tools.runtime.registry import HANDLERS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,3 +82,39 @@ def test_a_workspace_name_a_command_turned_into_a_link_is_refused(user, tmp_path
         _refused(_run(user, victim, "bash", {"command": f"touch {marker}"}))
     assert not marker.exists()
     assert Path(resolve_workspace(user.pk, "other")).is_dir()  # the other one is untouched
+
+
+def test_a_launch_whose_folder_became_a_link_does_not_start(user, settings, tmp_path):
+    """A launch's ``cwd`` is checked when it is made and again when a worker starts it."""
+    user.user_permissions.add(Permission.objects.get(codename="run_commands"))
+    launcher = client_for(user)
+    marker = tmp_path / "ran"
+    body = {"name": "server", "command": f"touch {marker}", "cwd": "site"}
+    created = launcher.post_json(f"{API}/launches", body)
+    assert created.status_code == 201, created.content
+    owner = Path(settings.TOOLCORE_WORKSPACE_ROOT) / str(user.pk)
+    owner.mkdir(parents=True, exist_ok=True)
+    (owner / "site").symlink_to("/")
+    with running_worker(handlers=HANDLERS):
+        launch = wait_for(
+            lambda: Launch.objects.filter(pk=created.json()["id"]).exclude(status="running").first()
+        )
+    assert (launch.status, launch.exit_code, launch.pid) == ("exited", None, None)
+    assert not marker.exists()
+
+
+def test_an_owner_folder_swapped_for_a_link_refuses_new_workspaces_and_launches(
+    user, settings, tmp_path
+):
+    owner = Path(settings.TOOLCORE_WORKSPACE_ROOT) / str(user.pk)
+    owner.symlink_to(tmp_path)
+    user.user_permissions.add(Permission.objects.get(codename="run_commands"))
+    api = client_for(user)
+    assert_error(
+        api.post_json(f"{API}/conversations", {"workspace": "x"}),
+        422,
+        "validation_error",
+        field="workspace",
+    )
+    launched = api.post_json(f"{API}/launches", {"name": "x", "command": "true", "cwd": "x"})
+    assert_error(launched, 422, "validation_error", field="cwd")
