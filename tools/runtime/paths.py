@@ -49,7 +49,20 @@ from tools.workspaces import (
 
 from .base import CallContext, ToolError
 
-__all__ = ["PATH_QUOTE_BYTES", "Confinement", "quoted", "resolve_path", "workspace_ready"]
+__all__ = [
+    "OPEN_FLAGS",
+    "PATH_QUOTE_BYTES",
+    "WORKSPACE_MODE",
+    "Confinement",
+    "NotADirectory",
+    "file_kind",
+    "link_target",
+    "quoted",
+    "refusal",
+    "resolve_path",
+    "shown_below",
+    "workspace_ready",
+]
 
 WORKSPACE_MODE = 0o700
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
