@@ -17,7 +17,7 @@ from uuid import UUID
 
 from django.conf import settings
 
-from tools.workspaces import owner_workspace_root
+from tools.workspaces import WorkspaceRefused, owner_workspace_root, workspace_checked
 
 from .errors import ValidationFailed
 
@@ -129,16 +129,17 @@ def remove_conversation_files(conversation_id: UUID | str) -> None:
 
 
 def resolve_workspace(owner_id: int | str, workspace: str) -> Path:
-    """The absolute workspace directory; refuses one that resolves outside the owner's root."""
-    root = owner_workspace_root(owner_id).resolve()
+    """The absolute workspace directory; refuses one that resolves outside the owner's root,
+    or that is (or lies below) a symlink there: the check every use of it makes again
+    (``tools/workspaces.py``)."""
     if not workspace or "\x00" in workspace or os.path.isabs(workspace):
         raise ValidationFailed(
             "The workspace must be a relative directory inside your workspace root.",
             field="workspace",
         )
-    resolved = (root / workspace).resolve()
-    if not resolved.is_relative_to(root):
+    try:
+        return workspace_checked(owner_workspace_root(owner_id) / workspace, owner_id=owner_id)
+    except WorkspaceRefused:
         raise ValidationFailed(
             "The workspace resolves outside your workspace root.", field="workspace"
-        )
-    return resolved
+        ) from None

@@ -9,10 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .result import PROFILES, project_items, project_process, project_terminal, project_text
+from .items import project_items
+from .result import PROFILES, project_process, project_terminal, project_text
 
 TERMINAL_OUTCOMES = frozenset({"denied", "cancelled", "indeterminate"})
 _ITEM_NOUNS = {"grep": "matches", "find": "entries", "ls": "entries"}
+
+
+def item_noun(tool_name: str) -> str:
+    """What the items of a tool's result are called (``matches``, ``entries``)."""
+    return _ITEM_NOUNS.get(tool_name, "entries")
 
 
 def model_content(
@@ -24,6 +30,8 @@ def model_content(
     resource: str | None = None,
     text: str | None = None,
     items: Sequence[str] | None = None,
+    item_count: int | None = None,
+    note: str | None = None,
     process: dict[str, Any] | None = None,
     path: str | None = None,
     artifacts: Sequence[dict[str, Any]] = (),
@@ -33,7 +41,9 @@ def model_content(
     ``denied``, ``cancelled``, ``indeterminate`` and ``failed`` without a result use the
     terminal outcome text whatever the tool. A process result (``process`` holds the keyword
     arguments of ``project_process`` and ``path`` its ``output.txt``) uses the process contract;
-    item results the item-aware strategy; any other text the tool's profile.
+    item results the item-aware strategy (``item_count``: how many items there are in all when
+    ``items`` holds only those an ``ItemCollector`` kept; ``note``: the tool's closing note); any
+    other text the tool's profile.
     """
     has_result = text is not None or items is not None or process is not None
     if outcome in TERMINAL_OUTCOMES or (outcome == "failed" and not has_result):
@@ -45,8 +55,10 @@ def model_content(
     elif items is not None or PROFILES[profile].strategy == "item_aware":
         if items is None:
             items = (text or "").splitlines()
-        noun = _ITEM_NOUNS.get(tool_name, "entries")
-        body = project_items(list(items), profile=profile, path=path or "", noun=noun)
+        noun = item_noun(tool_name)
+        body = project_items(
+            list(items), profile=profile, path=path or "", noun=noun, count=item_count, note=note
+        )
     else:
         if PROFILES[profile].strategy == "compact_diagnostic":
             # A process profile without its capture file (e.g. a host reporting a shell

@@ -28,9 +28,10 @@ Counting and rules resolved where the contract leaves room:
   carries it (an inline result is unchanged). It takes at most half the budget; artifacts beyond
   it are counted in a ``- N more artifacts not listed.`` line. ``SIZE`` is ``size_words`` of an
   integer size, other values printed as given.
-* ``project_items``: the footer is reserved at its widest (``D`` and ``O`` written with as many
-  digits as ``N``). Each item costs its own lines (``count("\\n") + 1``) and bytes plus one
-  separator.
+* ``project_items`` (``projections/items.py``, re-exported here with the profile table of
+  ``projections/profiles.py``): the footer is reserved at its widest (``D`` and ``O`` written
+  with as many digits as ``N``); a tool's closing note is shown before it. Each item costs its
+  own lines (``count("\\n") + 1``) and bytes plus one separator.
 * ``project_terminal``: the tool name keeps ≤ 256 bytes of its first line and the resource ≤ 8
   lines and 1,000 bytes (head kept, ``…`` appended); the reason (trailing newlines stripped) gets
   the rest of the 40 lines / 4,000 bytes and, being usually an error message whose end matters
@@ -44,11 +45,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from projections.items import project_items  # re-exported, as the process contract is
 from projections.process import (  # re-exported: result.py is the model projection's one entry
     CHUNK_BYTES,
     DIAGNOSTIC_LINES,
@@ -62,6 +62,7 @@ from projections.process import (  # re-exported: result.py is the model project
     TAIL_LINES,
     project_process,
 )
+from projections.profiles import PROFILES, Profile, profile_of
 from projections.units import (
     ELLIPSIS,
     clean_text,
@@ -90,42 +91,6 @@ __all__ = [
     "project_terminal",
     "project_text",
 ]
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A result policy of the table in docs/projections.md: inline budget, overflow budget and strategy.
-
-    ``inline_items`` / ``overflow_items`` are ``None`` where the table says "–".
-    ``artifact_index`` marks ``conservative_fallback``, whose ``head`` adds the artifact index.
-    """
-
-    name: str
-    inline_lines: int
-    inline_bytes: int
-    inline_items: int | None
-    overflow_lines: int
-    overflow_bytes: int
-    overflow_items: int | None
-    strategy: str
-    artifact_index: bool = False
-
-
-PROFILES: Mapping[str, Profile] = MappingProxyType(
-    {
-        p.name: p
-        for p in (
-            Profile("process_diagnostics", 84, 12_000, None, 16, 4_000, None, "compact_diagnostic"),
-            Profile("source_text", 202, 24_000, None, 202, 24_000, None, "continuation_aware"),
-            Profile("search_matches", 80, 16_000, None, 80, 16_000, None, "item_aware"),
-            Profile("file_listing", 120, 12_000, 120, 120, 12_000, 120, "item_aware"),
-            Profile("mutation_acknowledgement", 40, 4_000, None, 40, 4_000, None, "head"),
-            Profile("terminal_outcome", 40, 4_000, None, 40, 4_000, None, "tail"),
-            Profile("delegated_reports", 60, 6_000, None, 12, 3_000, None, "head"),
-            Profile("conservative_fallback", 200, 24_000, None, 200, 24_000, None, "head", True),
-        )
-    }
-)
 
 
 # --- text helpers -----------------------------------------------------------------------------
@@ -177,15 +142,6 @@ def _cut_tail(text: str, *, max_lines: int, max_bytes: int) -> str:
         return text
     kept = "\n".join(text.split("\n")[-max(max_lines, 1) :])
     return ELLIPSIS + _decode(_suffix(_utf8(kept), max_bytes - 3))
-
-
-def _profile(profile: str | Profile) -> Profile:
-    if isinstance(profile, Profile):
-        return profile
-    try:
-        return PROFILES[profile]
-    except KeyError:
-        raise ValueError(f"unknown result profile {profile!r}") from None
 
 
 # --- terminal outcomes ------------------------------------------------------------------------
@@ -273,7 +229,7 @@ def project_text(
     ``delegated_reports``.
     Item and process profiles raise ``ValueError``: use ``project_items`` / ``project_process``.
     """
-    p = _profile(profile)
+    p = profile_of(profile)
     if p.strategy not in ("head", "tail", "continuation_aware"):
         raise ValueError(f"profile {p.name!r} is not line-based ({p.strategy})")
     if line_count(text) <= p.inline_lines and utf8_len(text) <= p.inline_bytes:
@@ -395,70 +351,3 @@ def _artifact_index(artifacts: list[Mapping[str, Any]], p: Profile) -> list[str]
         listed.append(line)
         room_bytes -= utf8_len(line) + 1
     return [opening, *listed, closing]
-
-
-# --- items: item_aware ------------------------------------------------------------------------
-
-_NOUNS = {
-    "match": ("match", "matches"),
-    "matches": ("match", "matches"),
-    "entry": ("entry", "entries"),
-    "entries": ("entry", "entries"),
-}
-
-
-def _noun_forms(noun: str) -> tuple[str, str]:
-    if noun in _NOUNS:
-        return _NOUNS[noun]
-    if noun.endswith("ies"):
-        return noun[:-3] + "y", noun
-    if noun.endswith(("ches", "shes", "sses", "xes")):
-        return noun[:-2], noun
-    if noun.endswith("s"):
-        return noun[:-1], noun
-    return noun, noun + "s"
-
-
-def project_items(
-    items: Sequence[str], *, profile: str | Profile, path: str | os.PathLike[str], noun: str
-) -> str:
-    """The model text of an item result (``grep`` matches, ``find`` / ``ls`` entries).
-
-    Unchanged (items joined by ``\\n``) within the inline lines, bytes and items; otherwise the
-    whole items that fit in order, skipping one that does not so a later smaller one can, then
-    ``Showing D of N NOUN; O omitted. Full result: PATH.`` (``noun`` singular or plural; the
-    singular is used when N is 1), the whole within the overflow budget.
-    """
-    p = _profile(profile)
-    if p.strategy != "item_aware":
-        raise ValueError(f"profile {p.name!r} is not item-based ({p.strategy})")
-    items = list(items)
-    joined = "\n".join(items)
-    if (
-        (p.inline_items is None or len(items) <= p.inline_items)
-        and line_count(joined) <= p.inline_lines
-        and utf8_len(joined) <= p.inline_bytes
-    ):
-        return joined
-    singular, plural = _noun_forms(noun)
-    count = len(items)
-    word = singular if count == 1 else plural
-    where = path_text(path)
-
-    def footer(shown: int) -> str:
-        return f"Showing {shown} of {count} {word}; {count - shown} omitted. Full result: {where}."
-
-    widest = utf8_len(footer(count)) + len(str(count)) - 1  # "O" with as many digits as N
-    room_bytes = p.overflow_bytes - widest
-    room_lines = p.overflow_lines - 1
-    room_items = count if p.overflow_items is None else p.overflow_items
-    shown: list[str] = []
-    for item in items:
-        if len(shown) == room_items:
-            break
-        size, lines = utf8_len(item) + 1, item.count("\n") + 1
-        if size <= room_bytes and lines <= room_lines:
-            shown.append(item)
-            room_bytes -= size
-            room_lines -= lines
-    return "\n".join([*shown, footer(len(shown))])

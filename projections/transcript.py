@@ -97,11 +97,14 @@ def project_transcript(
     result_items: Iterable[Any] | None = None,
     directories: Collection[str] | None = None,
     result_lines: int | None = None,
+    result_count: int | None = None,
 ) -> dict[str, Any]:
     """The tool card's previews: ≤ 6 entries each, ≤ 8,192 bytes together, secrets masked.
 
     ``result_lines``: for ``bash``, the line count of the whole output when ``result_text`` is
-    only its last lines (``output_tail``)."""
+    only its last lines (``output_tail``). ``result_count``: the number of items of the result
+    when ``result_items`` holds only some of them, in order (those an ``ItemCollector`` kept:
+    the first ones, and the first directories and first other entries)."""
     args_preview = _fit_entries(_argument_entries(tool_name, arguments), ARGS_BUDGET_BYTES)
     room = PREVIEW_BUDGET_BYTES - sum(utf8_size(entry) for entry in args_preview)
 
@@ -119,7 +122,7 @@ def project_transcript(
             items = list(result_items)
             if tool_name == "ls":
                 items = _directories_first(items, directories)
-            total = len(items)
+            total = len(items) if result_count is None else max(result_count, len(items))
             candidates = (_item_entry(item) for item in items[:PREVIEW_MAX_ENTRIES])
         else:
             text = result_text or ""

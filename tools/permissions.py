@@ -27,7 +27,7 @@ from .catalog import ToolSpec, tool_spec
 from .models import PermissionRule
 from .shell import CommandLine, SimpleCommand, is_runner, parse_command
 from .shell.runners import UNCHECKABLE
-from .workspaces import conversation_workspace
+from .workspaces import conversation_workspace, path_subject
 
 _DECISION_RANK = {"deny": 0, "ask": 1, "allow": 2}
 _WILDCARD = re.compile(r"\*|\?|\[[^\]]*\]")
@@ -84,7 +84,10 @@ def glob_literal(pattern: str) -> str | None:
 
 
 def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
-    """What a rule's pattern is matched against: the command, the resolved path, or ``""``."""
+    """What a rule's pattern is matched against: the command, the resolved path, or ``""``.
+
+    ``PathRefused`` (``tools/workspaces.py``) when a path cannot be resolved (a symlink loop, a
+    component that vanished) or the workspace is refused: the caller refuses that call."""
     if not isinstance(arguments, dict):
         return ""
     if spec.subject == "command" or (not spec.core and isinstance(arguments.get("command"), str)):
@@ -99,7 +102,7 @@ def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
         return ""
     if workspace is None:
         return raw
-    return str((workspace / raw).resolve())
+    return path_subject(workspace, raw)  # PathRefused when it cannot be resolved
 
 
 def path_rule_matches(rule: PermissionRule, path: str) -> bool:

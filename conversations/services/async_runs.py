@@ -200,15 +200,29 @@ def _conversation_locked(conversation_id: Any) -> bool:
     )
 
 
-def async_runs_lost() -> list[AsyncRun]:
-    """Running runs whose watcher's heartbeat is older than the lease: ``lost``, each with its
-    notice (the files as far as they were captured). Heartbeats are the database's clock."""
+def async_runs_stale() -> list[UUID]:
+    """Running runs whose watcher's heartbeat is older than the lease (heartbeats are the
+    database's clock): recovery makes each ``lost`` on its own (``async_run_lose``)."""
     cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
-    lost = []
-    for run in AsyncRun.objects.filter(status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff):
-        if async_run_finish(run_id=run.pk, status=ProcessStatus.LOST, exit_code=None, signal=None):
-            lost.append(run)
-    return lost
+    stale = AsyncRun.objects.filter(status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff)
+    return list(stale.values_list("id", flat=True))
+
+
+def async_run_lose(*, run_id: Any) -> AsyncRun | None:
+    """A run whose watcher stopped: ``lost``, with its notice (the files as far as they were
+    captured); the run as it was, or None when it had ended meanwhile."""
+    run = AsyncRun.objects.filter(pk=run_id, status=ProcessStatus.RUNNING).first()
+    if run is None:
+        return None
+    if async_run_finish(run_id=run.pk, status=ProcessStatus.LOST, exit_code=None, signal=None):
+        return run
+    return None
+
+
+def async_runs_lost() -> list[AsyncRun]:
+    """Every stale run ``lost``, one after the other."""
+    lost = (async_run_lose(run_id=run_id) for run_id in async_runs_stale())
+    return [run for run in lost if run is not None]
 
 
 def async_run_kill(*, run: AsyncRun) -> None:

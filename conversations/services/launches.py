@@ -23,7 +23,7 @@ from django.utils import timezone
 from projections.model import model_content
 from projections.units import clean_text
 from tools.models import Launch, ProcessStatus
-from tools.workspaces import owner_workspace_root
+from tools.workspaces import WorkspaceRefused, owner_workspace_root, workspace_checked
 
 from ..errors import Forbidden, ValidationFailed, found
 from ..shapes import iso
@@ -69,16 +69,16 @@ def publish_launch_changed(launch: Launch, *, summary: str | None = None) -> Non
 
 def launch_cwd(owner_id: Any, cwd: str) -> Path:
     """The launch's directory: ``cwd`` below the owner's workspace root (the root itself when
-    empty); 422 when it resolves outside."""
-    root = owner_workspace_root(owner_id).resolve()
+    empty), checked like a workspace (``tools/workspaces.py``: no symlink on the way), when the
+    launch is made and again when it starts; 422 otherwise."""
     if "\x00" in cwd or Path(cwd).is_absolute():
         raise ValidationFailed(
             "cwd must be a directory relative to your workspace root.", field="cwd"
         )
-    resolved = (root / cwd).resolve()
-    if not resolved.is_relative_to(root):
-        raise ValidationFailed("cwd resolves outside your workspace root.", field="cwd")
-    return resolved
+    try:
+        return workspace_checked(owner_workspace_root(owner_id) / cwd, owner_id=owner_id)
+    except WorkspaceRefused:
+        raise ValidationFailed("cwd resolves outside your workspace root.", field="cwd") from None
 
 
 def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str = "") -> Launch:
@@ -188,21 +188,25 @@ def launch_stop(*, owner: AbstractBaseUser, launch_id: Any) -> Launch:
     return Launch.objects.get(pk=launch.pk)
 
 
-def launches_lost() -> list[Launch]:
+def launches_stale() -> list[UUID]:
     """Running launches whose watcher's heartbeat is older than the lease (by the database's
-    clock, as heartbeats are written): ``lost``."""
+    clock, as heartbeats are written): recovery ends each ``lost`` on its own."""
     cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
-    stale = Launch.objects.filter(
-        status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff
-    ).values_list("id", flat=True)
-    lost = []
-    for launch_id in list(stale):
-        ended = launch_finish(
-            launch_id=launch_id, status=ProcessStatus.LOST, exit_code=None, signal=None
-        )
-        if ended is not None:
-            lost.append(ended)
-    return lost
+    stale = Launch.objects.filter(status=ProcessStatus.RUNNING, heartbeat_at__lt=cutoff)
+    return list(stale.values_list("id", flat=True))
+
+
+def launch_lose(*, launch_id: Any) -> Launch | None:
+    """A launch whose watcher stopped: ``lost``; None when it had ended meanwhile."""
+    return launch_finish(
+        launch_id=launch_id, status=ProcessStatus.LOST, exit_code=None, signal=None
+    )
+
+
+def launches_lost() -> list[Launch]:
+    """Every stale launch ``lost``, one after the other."""
+    lost = (launch_lose(launch_id=launch_id) for launch_id in launches_stale())
+    return [launch for launch in lost if launch is not None]
 
 
 def launch_for(owner: AbstractBaseUser, launch_id: Any) -> Launch:

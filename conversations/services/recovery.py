@@ -2,18 +2,29 @@
 (docs/subsystems/claims_and_recovery.md).
 
 Runs at worker start and every lease period; ``python manage.py recover`` runs it once.
+
+Each row is recovered on its own: an error on one (a path that no longer resolves, a broken
+row) is logged with its id and the row is left as it is for the next sweep, except a
+``supervising`` call, which has not run and is settled ``failed`` with the error's message.
+The sweep goes on with every other row; only the database being unavailable stops it.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
 
 from projections.fold import status_for_state
+from projections.units import cut_text
 from tools.catalog import tool_spec
 
 from ..errors import DomainError
@@ -22,11 +33,11 @@ from ..shapes import iso
 from ..sql import vendor_sql
 from . import publish
 from .activity import activity_fold
-from .async_runs import async_runs_lost
+from .async_runs import async_run_lose, async_runs_stale
 from .calls import call_moved
 from .cancel import INDETERMINATE_REASON
 from .interactions import resolution_apply
-from .launches import launches_lost
+from .launches import launch_lose, launches_stale
 from .left_processes import left_process_record
 from .runners import READY, REVOKED, announce, call_ready_run, runner_tools
 from .settlement import GenerationGuard, call_settle
@@ -34,6 +45,7 @@ from .supervision import call_supervise
 from .transitions import check_move
 
 S = ToolCall.State
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,59 +130,132 @@ def recover_call(*, call_id: UUID | str) -> Action | None:
     return None
 
 
-def _finish_orphan_activities() -> list[Action]:
-    """Activities left unfinished whose call is gone: the outcome of its response, or
+def _finish_orphan_activity(activity: ToolActivity) -> Action:
+    """An activity left unfinished whose call is gone: the outcome of its response, or
     ``cancelled`` when there is none."""
-    actions = []
-    live = ToolCall.objects.values("id")
-    orphans = ToolActivity.objects.filter(is_final=False).exclude(tool_call_id__in=live)
-    for activity in orphans.iterator():
-        payload = (
-            ConversationEvent.objects.filter(tool_call_id=activity.tool_call_id)
-            .values_list("payload", flat=True)
-            .first()
+    payload = (
+        ConversationEvent.objects.filter(tool_call_id=activity.tool_call_id)
+        .values_list("payload", flat=True)
+        .first()
+    )
+    status = status_for_state(payload["outcome"] if payload else "cancelled")
+    update = {
+        "toolCallId": str(activity.tool_call_id),
+        "turnId": str(activity.turn_id),
+        "status": status,
+        "finishedAt": iso(timezone.now()),
+    }
+    with publish.atomic():
+        activity_fold(tool_call_id=activity.tool_call_id, update=update)
+    return Action(str(activity.tool_call_id), f"activity finished ({status})")
+
+
+def _lose_run(run_id: Any) -> Action | None:
+    run = async_run_lose(run_id=run_id)
+    if run is None:
+        return None
+    left_process_record(
+        host=run.host, pgid=run.pgid, process_start=run.process_start, label=f"async run {run.pk}"
+    )
+    return Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
+
+
+def _lose_launch(launch_id: Any) -> Action | None:
+    launch = launch_lose(launch_id=launch_id)
+    if launch is None:
+        return None
+    left_process_record(
+        host=launch.host,
+        pgid=launch.pgid,
+        process_start=launch.process_start,
+        label=f"launch {launch.pk}",
+    )
+    return Action("-", f"launch {launch.pk} lost (its watcher stopped)")
+
+
+def _error_words(exc: Exception) -> str:
+    detail = str(exc).strip()
+    return cut_text(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__, 300)
+
+
+def _fail_unsupervised(call_id: Any, exc: Exception) -> Action | None:
+    """A ``supervising`` call whose recovery raised: it has not run, so ``failed`` is surely
+    true of it; settled so, with the error's message. None when it moved on meanwhile (or
+    cannot be settled either: it is then left for the next sweep)."""
+    call = ToolCall.objects.filter(pk=call_id, state=S.SUPERVISING).first()
+    if call is None:
+        return None
+    reason = f"The call could not be supervised ({_error_words(exc)})."
+    supervision = {"decision": "failed", "reason": reason, "field": None, "rule": None}
+    try:
+        call_settle(
+            call_id=call.pk,
+            outcome="failed",
+            guard=GenerationGuard(call.generation),
+            reason=reason,
+            supervision=supervision,
         )
-        status = status_for_state(payload["outcome"] if payload else "cancelled")
-        update = {
-            "toolCallId": str(activity.tool_call_id),
-            "turnId": str(activity.turn_id),
-            "status": status,
-            "finishedAt": iso(timezone.now()),
-        }
-        with publish.atomic():
-            activity_fold(tool_call_id=activity.tool_call_id, update=update)
-        actions.append(Action(str(activity.tool_call_id), f"activity finished ({status})"))
-    return actions
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:  # noqa: BLE001 - logged; the row waits for the next sweep
+        logger.exception("recovery could not settle call %s failed", call_id)
+        return None
+    return Action(str(call.pk), "settled failed (supervision raised)")
+
+
+def _on_its_own(
+    row: str,
+    recover: Callable[[], Action | None],
+    *,
+    call_id: Any = None,
+    on_error: Callable[[Exception], Action | None] | None = None,
+) -> Action | None:
+    """Recover one row (``row`` names it) so that nothing it raises stops the sweep: the
+    error is logged with its id and the row is settled by ``on_error`` or left as it is for
+    the next sweep. The database being unavailable is no row's fault: that stops the sweep
+    (the next one tries again)."""
+    try:
+        return recover()
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one row's error must not stop the others
+        logger.exception(
+            "recovery of %s failed", row, extra={"tool_call_id": call_id} if call_id else None
+        )
+        settled = on_error(exc) if on_error is not None else None
+        return settled or Action(
+            str(call_id or row), f"left for the next sweep ({_error_words(exc)})"
+        )
 
 
 def recover_all() -> list[Action]:
     """One sweep over every unfinished call, every activity left unfinished, and every async
-    run and launch whose watcher stopped."""
-    actions = []
+    run and launch whose watcher stopped, each row on its own (``_on_its_own``)."""
+    found: list[Action | None] = []
     pending = ToolCall.objects.exclude(state=S.READY) | ToolCall.objects.filter(
         state=S.READY, tool_name__in=list(runner_tools())
     )
     for call_id in pending.values_list("id", flat=True):
-        action = recover_call(call_id=call_id)
-        if action is not None:
-            actions.append(action)
-    actions.extend(_finish_orphan_activities())
-    for run in async_runs_lost():
-        left_process_record(
-            host=run.host,
-            pgid=run.pgid,
-            process_start=run.process_start,
-            label=f"async run {run.pk}",
+        found.append(
+            _on_its_own(
+                f"call {call_id}",
+                functools.partial(recover_call, call_id=call_id),
+                call_id=call_id,
+                on_error=functools.partial(_fail_unsupervised, call_id),
+            )
         )
-        actions.append(
-            Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
+    live = ToolCall.objects.values("id")
+    orphans = ToolActivity.objects.filter(is_final=False).exclude(tool_call_id__in=live)
+    for activity in orphans.iterator():
+        found.append(
+            _on_its_own(
+                f"activity of call {activity.tool_call_id}",
+                functools.partial(_finish_orphan_activity, activity),
+                call_id=activity.tool_call_id,
+            )
         )
-    for launch in launches_lost():
-        left_process_record(
-            host=launch.host,
-            pgid=launch.pgid,
-            process_start=launch.process_start,
-            label=f"launch {launch.pk}",
-        )
-        actions.append(Action("-", f"launch {launch.pk} lost (its watcher stopped)"))
-    return actions
+    for run_id in async_runs_stale():
+        found.append(_on_its_own(f"async run {run_id}", functools.partial(_lose_run, run_id)))
+    for launch_id in launches_stale():
+        found.append(_on_its_own(f"launch {launch_id}", functools.partial(_lose_launch, launch_id)))
+    return [action for action in found if action is not None]

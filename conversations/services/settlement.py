@@ -186,6 +186,8 @@ def _prepare(
     reason: str | None,
     files: Sequence[AttemptFile],
     store: bool = True,
+    item_count: int | None = None,
+    note: str | None = None,
 ) -> _Prepared:
     """Write and hash the attempt's files; compute the model and transcript projections.
     ``store=False``: write nothing (the arguments are kept bounded only)."""
@@ -230,6 +232,8 @@ def _prepare(
         resource=_resource(call),
         text=text,
         items=items,
+        item_count=item_count,
+        note=note,
         process=process,
         path=str(output_path if process is not None else result_path),
         artifacts=artifacts,
@@ -249,6 +253,7 @@ def _prepare(
         result_text=preview_text,
         result_items=items,
         result_lines=lines,
+        result_count=item_count,
     )
     return prepared
 
@@ -261,6 +266,8 @@ def call_settle(
     result: Any = None,
     text: str | None = None,
     items: Sequence[str] | None = None,
+    item_count: int | None = None,
+    note: str | None = None,
     process: dict[str, Any] | None = None,
     reason: str | None = None,
     files: Sequence[AttemptFile] = (),
@@ -271,7 +278,10 @@ def call_settle(
     """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
 
     ``result`` is the complete result, written as ``result.json`` in the attempt's folder;
-    ``text``/``items``/``process`` are what the model projection summarises; ``reason`` the
+    ``text``/``items``/``process`` are what the model projection summarises (``item_count``
+    and ``note``: an item listing's count when ``items`` holds only the ones its projections
+    can show, and the tool's closing note; the item tools write ``result.json`` themselves and
+    pass it in ``files``); ``reason`` the
     message of a terminal outcome; ``supervision`` the decision of a call settled while it is
     supervised (everything else settlement reads from the row); ``async_run_id`` the background
     run a ``bash`` call became; ``started_at`` when the run began, for a claim its worker had
@@ -292,6 +302,8 @@ def call_settle(
             result=result,
             text=text,
             items=items,
+            item_count=item_count,
+            note=note,
             process=process,
             reason=reason,
             files=files,

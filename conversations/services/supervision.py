@@ -8,7 +8,7 @@ from uuid import UUID
 
 from tools.catalog import ArgumentsInvalid, tool_spec, validate_arguments
 from tools.permissions import evaluate, suggested_rules
-from tools.workspaces import conversation_workspace
+from tools.workspaces import PathRefused, conversation_workspace
 
 from ..errors import DomainError
 from ..models import ToolCall
@@ -24,7 +24,9 @@ S = ToolCall.State
 def call_supervise(*, call_id: UUID | str) -> str | None:
     """Move a ``supervising`` call on: ``ready``, ``awaiting_approval``, or settle it.
 
-    Bad arguments settle ``failed`` (the message names the field); ``deny`` settles ``denied``.
+    Bad arguments settle ``failed`` (the message names the field), and so does a path that
+    cannot be resolved or a refused workspace (the message names the path); ``deny`` settles
+    ``denied``.
     For a command the user typed, ``ask`` counts as ``allow``. Returns the new state or outcome,
     or None when the call was no longer supervising (someone else moved it).
     """
@@ -43,7 +45,17 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
         }
         return _settle(call, "failed", reason=exc.message, supervision=supervision)
     workspace = conversation_workspace(call.conversation)
-    decision = evaluate(call.conversation_id, spec, call.arguments, workspace=workspace)
+    try:
+        decision = evaluate(call.conversation_id, spec, call.arguments, workspace=workspace)
+        suggested = suggested_rules(spec, call.arguments, workspace)
+    except PathRefused as exc:  # a loop, a vanished link, a refused workspace: this call only
+        supervision = {
+            "decision": "failed",
+            "reason": exc.message,
+            "field": exc.field,
+            "rule": None,
+        }
+        return _settle(call, "failed", reason=exc.message, supervision=supervision)
     supervision = decision.as_supervision()
     effective = decision.decision
     if effective == "ask" and call.origin == ToolCall.Origin.USER:
@@ -58,7 +70,7 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
             "kind": "approval",
             "request": {
                 "reason": decision.reason,
-                "suggestedRules": suggested_rules(spec, call.arguments, workspace),
+                "suggestedRules": suggested,
             },
         }
     else:

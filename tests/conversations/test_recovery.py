@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from conversations.models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from conversations.services import recovery
 from conversations.services.claims import claim_acquire
 from conversations.services.recovery import recover_all, recover_call
 from conversations.services.settlement import ClaimGuard, call_settle
+from conversations.storage import resolve_workspace
 
 from .helpers import assistant_calls, expire_claim, new_conversation, open_turn
 
@@ -133,3 +137,78 @@ def test_the_group_a_dead_holder_left_is_recorded_for_its_host(user):
     (left,) = LeftProcess.objects.all()
     assert (left.host, left.pgid, left.process_start) == ("host-b", 4321, 98765)
     assert left.label == f"call {call_id}"
+
+
+# --- each row on its own -------------------------------------------------------------------------
+
+
+def _left_supervising(user, tool_name: str, arguments: dict):
+    """A call a crash left ``supervising`` (its message committed, its supervision not)."""
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, (tool_name, arguments)).call_ids
+    ToolCall.objects.filter(pk=call_id).update(state="supervising")
+    return conversation, call_id
+
+
+def test_a_path_that_no_longer_resolves_fails_its_call_and_the_sweep_goes_on(user, other_user):
+    """One user's ``ln -s loop loop`` under a call left supervising, and another user's call
+    whose worker died: the first settles failed naming the path, the second indeterminate."""
+    conversation, broken = _left_supervising(user, "read", {"path": "loop"})
+    workspace = resolve_workspace(user.pk, conversation.workspace)
+    workspace.mkdir(parents=True)
+    (workspace / "loop").symlink_to("loop")
+    theirs, _ = _running(other_user, "notes_lookup", {"q": "x"})
+    actions = {a.tool_call_id: a.action for a in recover_all()}
+    assert actions[str(broken)] == "supervised (failed)"
+    assert _response(broken)["supervision"]["reason"] == (
+        "Path refused: loop runs into a symlink loop."
+    )
+    assert actions[str(theirs)] == "settled indeterminate (claim expired)"
+    assert _response(theirs)["outcome"] == "indeterminate"
+
+
+def test_an_unexpected_error_on_one_row_never_stops_the_others(user, other_user, monkeypatch):
+    """A broken row of each kind the sweep meets. No real fault breaks a row this way on
+    demand, so the errors are raised from the recovery functions of those rows (fault
+    injection): a supervising call settles failed with the error's message, a running one is
+    left for the next sweep; everything else is recovered as usual."""
+    _, unsupervised = _left_supervising(user, "read", {"path": "a.txt"})
+    stuck, _ = _running(user, "notes_lookup", {"q": "stuck"})
+    theirs, _ = _running(other_user, "notes_lookup", {"q": "x"})
+    supervise, recover_running = recovery.call_supervise, recovery._recover_running
+
+    def broken_supervise(*, call_id):
+        if str(call_id) == str(unsupervised):
+            raise ValueError("a broken row")
+        return supervise(call_id=call_id)
+
+    def broken_running(call):
+        if call.pk == stuck:
+            raise KeyError("lost")
+        return recover_running(call)
+
+    monkeypatch.setattr(recovery, "call_supervise", broken_supervise)
+    monkeypatch.setattr(recovery, "_recover_running", broken_running)
+    actions = {a.tool_call_id: a.action for a in recover_all()}
+    assert actions[str(unsupervised)] == "settled failed (supervision raised)"
+    assert _response(unsupervised)["supervision"]["reason"] == (
+        "The call could not be supervised (ValueError: a broken row)."
+    )
+    assert actions[str(stuck)] == "left for the next sweep (KeyError: 'lost')"
+    assert ToolCall.objects.get(pk=stuck).state == "running"
+    assert _response(theirs)["outcome"] == "indeterminate"
+
+
+def test_manage_py_recover_prints_what_it_did_past_a_broken_row(user, other_user):
+    conversation, broken = _left_supervising(user, "ls", {"path": "loop/x"})
+    workspace = resolve_workspace(user.pk, conversation.workspace)
+    workspace.mkdir(parents=True)
+    (workspace / "loop").symlink_to("loop")
+    theirs, _ = _running(other_user, "notes_lookup", {"q": "x"})
+    out = io.StringIO()
+    call_command("recover", stdout=out)
+    printed = out.getvalue().splitlines()
+    assert f"{broken}: supervised (failed)" in printed
+    assert f"{theirs}: settled indeterminate (claim expired)" in printed
+    assert printed[-1] == "Recovery done: 2 action(s)."

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conversations.models import ConversationEvent, ToolCall
 from conversations.services.messages import command_post
+from conversations.storage import resolve_workspace
 from tools.catalog import tool_spec
 from tools.models import PermissionRule
 from tools.permissions import evaluate, specificity
 
+from .api_helpers import API
 from .helpers import assistant_calls, new_conversation, open_turn
 
 pytestmark = pytest.mark.django_db
@@ -173,3 +177,73 @@ def test_an_empty_pattern_is_less_specific_than_a_bare_wildcard(user):
     assert call.state == "ready"
     assert call.supervision["rule"]["pattern"] == "*"
     assert isinstance(call.supervision["rule"]["id"], str)
+
+
+# --- paths that cannot be resolved: a refusal of that call only --------------------------------
+
+
+def test_a_symlink_loop_fails_its_call_and_nothing_else_through_the_api(api, user):
+    """The issue's case: ``ln -s loop loop``, then ``read loop`` beside an unrelated ``ls``.
+    The POST answers 201, the ``read`` settles ``failed`` naming the path, the ``ls`` goes on."""
+    conversation = new_conversation(user)
+    workspace = resolve_workspace(user.pk, conversation.workspace)
+    workspace.mkdir(parents=True)
+    (workspace / "loop").symlink_to("loop")
+    url = f"{API}/conversations/{conversation.pk}/messages"
+    turn = api.post_json(url, {"messageId": "u1", "role": "user", "content": []}).json()
+    blocks = [
+        {"type": "tool_call", "id": "p1", "name": "read", "arguments": {"path": "loop"}},
+        {"type": "tool_call", "id": "p2", "name": "ls", "arguments": {}},
+    ]
+    message = {"messageId": "a1", "role": "assistant", "turnId": turn["turnId"], "content": blocks}
+    posted = api.post_json(url, message)
+    assert posted.status_code == 201, posted.content
+    read_id, ls_id = (c["id"] for c in posted.json()["toolCalls"])
+    response = ConversationEvent.objects.get(tool_call_id=read_id).payload
+    assert response["outcome"] == "failed"
+    assert response["supervision"] == {
+        "decision": "failed",
+        "reason": "Path refused: loop runs into a symlink loop.",
+        "field": "path",
+        "rule": None,
+    }
+    assert (
+        "Reason: Path refused: loop runs into a symlink loop."
+        in (response["modelContent"][0]["text"])
+    )
+    assert ToolCall.objects.get(pk=ls_id).state == "ready"
+
+
+def test_a_symlink_that_vanishes_while_followed_fails_its_call(user, monkeypatch):
+    """A link removed between being seen and being read (``FileNotFoundError`` from
+    ``readlink``). The race cannot be won deterministically, so the error the kernel gives then
+    is injected into ``os.readlink`` for that one link: fault injection, nothing else faked."""
+    conversation = new_conversation(user)
+    workspace = resolve_workspace(user.pk, conversation.workspace)
+    workspace.mkdir(parents=True)
+    (workspace / "gone").symlink_to("target")
+    readlink = os.readlink
+
+    def vanishing(path, *args, **kwargs):
+        if os.fspath(path).endswith("/gone"):
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+        return readlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "readlink", vanishing)
+    _, call, response = _call(user, "read", {"path": "gone/x.txt"}, conversation)
+    assert call is None and response.payload["outcome"] == "failed"
+    assert response.payload["supervision"]["reason"] == (
+        "Path refused: gone/x.txt cannot be resolved (it changed while it was followed)."
+    )
+
+
+def test_a_workspace_turned_into_a_symlink_fails_path_calls_in_supervision(user):
+    conversation = new_conversation(user)
+    workspace = resolve_workspace(user.pk, conversation.workspace)
+    workspace.parent.mkdir(parents=True)
+    workspace.symlink_to("/")
+    _, call, response = _call(user, "read", {"path": "/etc/passwd"}, conversation)
+    assert call is None and response.payload["outcome"] == "failed"
+    reason = response.payload["supervision"]["reason"]
+    assert reason.startswith("Workspace refused: ")
+    assert "resolves outside the workspace root" in reason

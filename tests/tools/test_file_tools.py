@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import threading
@@ -19,7 +20,8 @@ from projections.units import utf8_len
 from tools.catalog import CORE_TOOLS
 from tools.runtime import registry
 from tools.runtime.base import HandlerResult, ToolError
-from tools.runtime.files import blocking, find, grep, read
+from tools.runtime.files import blocking, find, grep, listing, read
+from tools.runtime.files import ls as ls_tool
 from tools.runtime.paths import workspace_ready
 
 from .file_helpers import call_context
@@ -46,16 +48,32 @@ async def refused(tool: str, ws: Path, **arguments) -> str:
 
 
 def model_text(tool: str, result: HandlerResult) -> str:
-    """The model's view as settlement computes it (services/settlement.py ``_prepare``)."""
+    """The model's view as settlement computes it (services/settlement.py ``_prepare``), naming
+    the ``result.json`` the item tools wrote."""
+    path = next((str(f.path) for f in result.files if f.kind == "payload"), RESULT_PATH)
     [block] = model_content(
         tool_name=tool,
         profile=CORE_TOOLS[tool].profile,
         outcome=result.outcome,
         text=result.text,
         items=result.items,
-        path=RESULT_PATH,
+        item_count=result.item_count,
+        note=result.note,
+        path=path,
     )
     return block["text"]
+
+
+def stored(result: HandlerResult) -> dict:
+    """The ``result.json`` an item tool wrote (the one file it hands to settlement)."""
+    [file] = result.files
+    assert (file.path.name, file.kind, file.media_type) == (
+        "result.json",
+        "payload",
+        "application/json",
+    )
+    assert not file.path.with_name("result.json.part").exists()
+    return json.loads(file.path.read_bytes())
 
 
 def lines_file(path: Path, count: int, *, width: int = 0) -> Path:
@@ -294,8 +312,10 @@ async def test_grep_items_are_path_line_text(ws):
         "src/app.py:2:TODO: one",
         "src/pkg/mod.py:3:TODO three",
     ]
-    assert result.result["matchCount"] == 3 and result.result["stopped"] is None
-    assert result.result["matches"][0] == {"path": "README.md", "line": 1, "text": "TODO docs"}
+    whole = stored(result)
+    assert whole["matchCount"] == 3 and whole["stopped"] is None
+    assert whole["matches"][0] == {"path": "README.md", "line": 1, "text": "TODO docs"}
+    assert (whole["truncated"], whole["notStored"]) == (False, 0)
     assert model_text("grep", result) == "\n".join(result.items)
 
 
@@ -333,27 +353,36 @@ async def test_grep_counts_lines_across_pieces(ws, monkeypatch):
     assert [i.split(":")[1] for i in result.items] == ["1", "17", "50", "60"]
 
 
-async def test_grep_stops_at_the_result_budget_and_says_so(ws):
+async def test_grep_keeps_every_match_and_the_model_sees_what_fits(ws):
+    """Results keep the whole: the search does not stop where one answer is full. All 600
+    matches are in result.json; the model sees the first 79 and the path of the rest."""
     for n in range(3):
         (ws / f"f{n}.txt").write_text("".join(f"match {i}\n" for i in range(200)))
     result = await run("grep", ws, pattern="match")
-    assert len(result.items) == 80
-    assert result.items[-1].startswith("(Stopped at 79 matches: one answer shows no more.")
-    assert result.items[0] == "f0.txt:1:match 0" and result.items[78] == "f0.txt:79:match 78"
-    assert result.result["stopped"] == "budget" and result.result["matchCount"] == 79
-    profile = PROFILES["search_matches"]
-    assert utf8_len("\n".join(result.items)) <= profile.inline_bytes
-    assert model_text("grep", result) == "\n".join(result.items)  # shown unchanged
+    whole = stored(result)
+    assert whole["matchCount"] == 600 and whole["stopped"] is None
+    assert len(whole["matches"]) == 600 and whole["matches"][-1]["text"] == "match 199"
+    assert result.item_count == 600 and result.note is None
+    text = model_text("grep", result)
+    lines = text.split("\n")
+    assert lines[:2] == ["f0.txt:1:match 0", "f0.txt:2:match 1"] and len(lines) == 80
+    assert lines[-1] == (
+        f"Showing 79 of 600 matches; 521 omitted. Full result: {result.files[0].path}."
+    )
+    assert utf8_len(text) <= PROFILES["search_matches"].overflow_bytes
 
 
-async def test_grep_long_lines_are_cut_and_fill_the_budget_by_bytes(ws):
+async def test_grep_long_lines_are_cut_and_fill_the_answer_by_bytes(ws):
     (ws / "wide.txt").write_text("".join(f"match {i} {'y' * 1000}\n" for i in range(200)))
     result = await run("grep", ws, pattern="match")
-    *matches, note = result.items
-    assert note.startswith(f"(Stopped at {len(matches)} matches")
+    assert len(stored(result)["matches"]) == 200
+    *matches, footer = model_text("grep", result).split("\n")
+    assert footer.startswith(
+        f"Showing {len(matches)} of 200 matches; {200 - len(matches)} omitted."
+    )
     assert all(utf8_len(m.split(":", 2)[2]) <= grep.MATCH_TEXT_MAX_BYTES for m in matches)
-    assert matches[0].endswith("…") and len(matches) < 79
-    assert model_text("grep", result) == "\n".join(result.items)
+    assert matches[0].endswith("…") and 40 < len(matches) < 79
+    assert utf8_len(model_text("grep", result)) <= PROFILES["search_matches"].overflow_bytes
 
 
 async def test_grep_stops_at_its_time_limit_and_says_so(ws, monkeypatch):
@@ -362,8 +391,8 @@ async def test_grep_stops_at_its_time_limit_and_says_so(ws, monkeypatch):
         (ws / f"f{n:03}.txt").write_text("a" * 20 + "\n")
     monkeypatch.setattr(grep, "TIME_LIMIT_SECONDS", 0.05)
     result = await run("grep", ws, pattern="(a|aa)+c")
-    assert result.result["stopped"] == "time"
-    assert 0 < result.result["filesSearched"] < 100
+    assert stored(result)["stopped"] == "time"
+    assert 0 < stored(result)["filesSearched"] < 100
     [note] = result.items
     assert note.startswith("(Stopped at the 0.05 s time limit after searching ")
     assert note.endswith("files; 0 matches so far. Narrow the path or glob to search the rest.)")
@@ -377,7 +406,7 @@ async def test_the_time_limit_bounds_one_pathological_search_too(ws, monkeypatch
     started = time.monotonic()
     result = await run("grep", ws, pattern="(a|aa)+b")
     assert time.monotonic() - started < 0.5
-    assert result.result["stopped"] == "time"
+    assert stored(result)["stopped"] == "time"
 
 
 async def test_grep_skips_binary_files_and_symlinks_leading_outside(ws, tmp_path):
@@ -392,7 +421,7 @@ async def test_grep_skips_binary_files_and_symlinks_leading_outside(ws, tmp_path
     (ws / "loop").symlink_to(ws / "loop")
     result = await run("grep", ws, pattern="needle")
     assert result.items == ["a.txt:1:needle", "inside.txt:1:needle"]
-    assert result.result["skipped"] == {"binary": 1, "outside": 3, "unreadable": 0}
+    assert stored(result)["skipped"] == {"binary": 1, "outside": 3, "unreadable": 0}
     none = await run("grep", ws, pattern="nothing")
     assert none.items == [
         "(No matches in 2 files; skipped: 1 binary, 3 leading outside the workspace.)"
@@ -439,21 +468,25 @@ async def test_find_lists_matching_paths_with_directories_marked(ws):
     assert by_path.items == ["src/app.py", "src/pkg/mod.py"]
     below = await run("find", ws, pattern="**/t*", path="src")
     assert below.items == ["src/pkg/tests/"]
-    assert result.result["entryCount"] == 2 and result.result["stopped"] is None
+    assert stored(result)["entryCount"] == 2 and stored(result)["stopped"] is None
+    assert stored(result)["entries"] == result.items
     assert model_text("find", result) == "src/app.py\nsrc/pkg/mod.py"
     nothing = await run("find", ws, pattern="*.rs")
     assert nothing.items[0].startswith("(No entries match among ")
 
 
-async def test_find_stops_at_the_listing_budget(ws):
+async def test_find_keeps_every_entry_and_the_model_sees_what_fits(ws):
     for n in range(300):
         (ws / f"file{n:03}.txt").write_text("")
     result = await run("find", ws, pattern="*.txt")
-    assert len(result.items) == 120
-    assert result.items[0] == "file000.txt" and result.items[118] == "file118.txt"
-    assert result.items[-1].startswith("(Stopped at 119 entries")
-    assert result.result["stopped"] == "budget"
-    assert model_text("find", result) == "\n".join(result.items)
+    whole = stored(result)
+    assert whole["entries"] == [f"file{n:03}.txt" for n in range(300)]
+    assert (whole["entryCount"], whole["stopped"], whole["truncated"]) == (300, None, False)
+    lines = model_text("find", result).split("\n")
+    assert lines[:119] == whole["entries"][:119] and len(lines) == 120
+    assert lines[-1] == (
+        f"Showing 119 of 300 entries; 181 omitted. Full result: {result.files[0].path}."
+    )
 
 
 async def test_find_stops_at_its_time_limit(ws, monkeypatch):
@@ -464,8 +497,8 @@ async def test_find_stops_at_its_time_limit(ws, monkeypatch):
             (folder / f"f{f:02}.txt").write_text("")
     monkeypatch.setattr(find, "TIME_LIMIT_SECONDS", 0.0)  # spent before the first entry
     result = await run("find", ws, pattern="*.none")
-    assert result.result["stopped"] == "time"
-    assert result.result["walked"]["entries"] < 210
+    assert stored(result)["stopped"] == "time"
+    assert stored(result)["walked"]["entries"] < 210
     assert result.items == [
         "(Stopped at the 0 s time limit after 0 entries; 0 entries matched so far. "
         "Narrow the path to search the rest.)"
@@ -479,7 +512,7 @@ async def test_find_skips_symlinks_leading_outside_and_needs_a_directory(ws, tmp
     (ws / "alias.py").symlink_to(ws / "real.py")
     result = await run("find", ws, pattern="*.py")
     assert result.items == ["alias.py", "real.py"]
-    assert result.result["walked"]["skippedOutside"] == 1
+    assert stored(result)["walked"]["skippedOutside"] == 1
     assert await refused("find", ws, pattern="*", path="real.py") == (
         "Not a directory: real.py; find searches a directory."
     )
@@ -494,25 +527,31 @@ async def test_ls_lists_one_directory_sorted_with_marks(ws, tmp_path):
     (ws / "link").symlink_to(tmp_path)
     result = await run("ls", ws)
     assert result.items == [".env", "README.md", "link@", "notes.txt", "src/"]
-    assert result.result == {
+    assert stored(result) == {
         "path": str(ws.resolve()),
         "entries": result.items,
+        "truncated": False,
+        "notStored": 0,
         "total": 5,
-        "shown": 5,
     }
     assert (await run("ls", ws, path="src")).items == ["app.py", "pkg/"]
     assert model_text("ls", result) == "\n".join(result.items)
 
 
-async def test_ls_shows_a_bounded_number_and_counts_the_rest(ws):
-    for n in range(500):
+async def test_ls_of_150_entries_keeps_them_all_and_names_its_result(ws):
+    """The issue's case: 150 entries. result.json holds all 150; the model sees the 119 that
+    fit with the footer, which names result.json by its absolute path."""
+    for n in range(150):
         (ws / f"e{n:03}").write_text("")
     result = await run("ls", ws)
-    assert len(result.items) == 120 and result.items[118] == "e118"
-    assert result.items[-1] == (
-        "(381 more entries not shown, 500 in all. Use find with a pattern, or ls a subdirectory.)"
+    whole = stored(result)
+    assert whole["entries"] == [f"e{n:03}" for n in range(150)]
+    assert (whole["total"], whole["truncated"], whole["notStored"]) == (150, False, 0)
+    path = result.files[0].path
+    assert path.is_absolute() and path.name == "result.json"
+    assert model_text("ls", result) == "\n".join(
+        [*whole["entries"][:119], f"Showing 119 of 150 entries; 31 omitted. Full result: {path}."]
     )
-    assert model_text("ls", result) == "\n".join(result.items)
 
 
 async def test_ls_of_an_empty_workspace_creates_it_and_refuses_files(tmp_path):
@@ -607,4 +646,98 @@ def test_grep_finds_the_lines_the_reference_finds(ws, monkeypatch, data, pattern
     text = data.decode("utf-8", "replace")
     lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
     expected = [n for n, line in enumerate(lines, 1) if rx.search(line)]
-    assert [m["line"] for m in result.result["matches"]] == expected
+    assert [m["line"] for m in stored(result)["matches"]] == expected
+
+
+# --- results keep the whole, up to the cap ------------------------------------------------------
+
+
+async def test_grep_past_the_16_mib_cap_stores_the_first_matches_and_counts_the_rest(ws):
+    """60,000 matches of 300 bytes: about 20 MiB of matches. result.json keeps the first ones
+    within 16 MiB of items, says it is truncated and how many were not stored; the search
+    itself counts every match, and the model is told where the stored ones are."""
+    line = "m" * 299 + "\n"
+    (ws / "big.txt").write_text(line * 60_000)
+    started = time.monotonic()
+    result = await run("grep", ws, pattern="^m")
+    whole = stored(result)
+    stored_count = len(whole["matches"])
+    assert whole["truncated"] is True and whole["matchCount"] == 60_000
+    assert whole["notStored"] == 60_000 - stored_count > 0
+    items_bytes = sum(
+        len(json.dumps(m, separators=(",", ":")).encode()) + 1 for m in whole["matches"]
+    )
+    item_cost = items_bytes // stored_count
+    assert items_bytes - 1 <= listing.RESULT_MAX_BYTES < items_bytes - 1 + item_cost
+    assert whole["matches"][-1]["line"] == stored_count  # the first ones, in order
+    assert result.files[0].truncated is True
+    *shown, note, footer = model_text("grep", result).split("\n")
+    assert shown[0] == f"big.txt:1:{'m' * 299}" and len(shown) > 10
+    assert note == (
+        f"(result.json holds the first {stored_count} matches found: the other "
+        f"{60_000 - stored_count} passed its 16 MiB cap and were not stored.)"
+    )
+    assert footer == (
+        f"Showing {len(shown)} of 60000 matches; {60_000 - len(shown)} omitted. "
+        f"Full result: {result.files[0].path}."
+    )
+    assert len(result.items) < 200  # what the projection may show, not the listing
+    assert time.monotonic() - started < 20
+
+
+@pytest.fixture
+def crowded(ws) -> Path:
+    """1,000 files with 250-byte names: about 250 KiB of entries."""
+    folder = ws / "crowd"
+    folder.mkdir()
+    for n in range(1_000):
+        (folder / f"{n:06}{'x' * 244}").write_bytes(b"")
+    return folder
+
+
+def _entries_bytes(entries: list[str]) -> int:
+    return sum(len(json.dumps(e, ensure_ascii=False).encode()) + 1 for e in entries) - 1
+
+
+async def test_ls_and_find_past_the_cap(ws, crowded, monkeypatch):
+    """Past the cap, ``ls`` and ``find`` store the first entries within it and count the rest.
+    The cap is lowered to 64 KiB here: passing the real 16 MiB takes some 65,000 files of
+    long names, costlier than this whole file (``grep`` above passes the real one). ``ls``
+    sorts in spilled runs of 300 names, so it merges four of them."""
+    monkeypatch.setattr(listing, "RESULT_MAX_BYTES", 64 * 1024)
+    monkeypatch.setattr(ls_tool, "RUN_ENTRIES", 300)
+    names = sorted(os.listdir(crowded))
+    listed = await run("ls", ws, path="crowd")
+    whole = stored(listed)
+    count = len(whole["entries"])
+    assert whole["entries"] == names[:count] and whole["total"] == 1_000
+    assert (whole["truncated"], whole["notStored"]) == (True, 1_000 - count)
+    assert _entries_bytes(names[:count]) <= 64 * 1024 < _entries_bytes(names[: count + 1])
+    assert not [p.name for p in listed.files[0].path.parent.iterdir() if p.name != "result.json"]
+    found = await run("find", ws, pattern="*x", path="crowd")
+    whole = stored(found)
+    assert whole["entries"] == [f"crowd/{n}" for n in names[: len(whole["entries"])]]
+    assert (whole["truncated"], whole["entryCount"]) == (True, 1_000)
+    assert whole["notStored"] == 1_000 - len(whole["entries"])
+    *shown, note, footer = model_text("find", found).split("\n")
+    assert shown == whole["entries"][: len(shown)]
+    assert note.startswith(f"(result.json holds the first {len(whole['entries'])} entries found")
+    assert footer == (
+        f"Showing {len(shown)} of 1000 entries; {1000 - len(shown)} omitted. "
+        f"Full result: {found.files[0].path}."
+    )
+
+
+async def test_ls_sorts_a_large_directory_in_runs_like_one_sort(ws, monkeypatch):
+    """Names with newlines, undecodable bytes and marks sort across spilled runs as one
+    ``sorted`` would."""
+    monkeypatch.setattr(ls_tool, "RUN_ENTRIES", 7)
+    names = [f"n{n % 13}-{n}" for n in range(40)] + ["a\nb", "z\udcff"]
+    for name in names:
+        (ws / name).write_bytes(b"")
+    (ws / "d").mkdir()
+    (ws / "l").symlink_to("d")
+    result = await run("ls", ws)
+    expected = sorted([(n, "") for n in names] + [("d", "/"), ("l", "@")])
+    shown = [n.replace("\n", "\\n").replace("\udcff", "\ufffd") + m for n, m in expected]
+    assert stored(result)["entries"] == shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import uuid
 from pathlib import Path
@@ -142,16 +143,19 @@ def test_another_conversations_managed_files_are_refused(ctx, ws):
     assert "resolves outside" in _refusal(ctx, str(ctx.managed_root.parent))
 
 
-def test_a_workspace_reached_through_a_symlinked_root_still_matches(ctx, tmp_path):
+def test_a_workspace_reached_through_a_symlinked_root_still_matches(ctx, tmp_path, settings):
+    """The workspace root itself may be a symlink the operator made: only folders below it
+    must not be."""
     real_root = tmp_path / "real-root"
     real_root.mkdir()
     alias = tmp_path / "alias-root"
     alias.symlink_to(real_root)
-    aliased = call_context("read", {}, workspace=alias / "ws")
+    settings.TOOLCORE_WORKSPACE_ROOT = alias
+    aliased = call_context("read", {}, workspace=alias / "1" / "ws")
     ws = workspace_ready(aliased)
-    assert (real_root / "ws").is_dir()
-    assert _resolve(aliased, str(ws / "a.txt")) == real_root / "ws" / "a.txt"
-    assert _resolve(aliased, str(real_root / "ws" / "a.txt")) == real_root / "ws" / "a.txt"
+    assert ws == real_root / "1" / "ws" and ws.is_dir()
+    assert _resolve(aliased, str(ws / "a.txt")) == real_root / "1" / "ws" / "a.txt"
+    assert _resolve(aliased, str(alias / "1" / "ws" / "a.txt")) == ws / "a.txt"
 
 
 def test_an_opened_descriptor_outside_is_refused(ctx, ws, outside):
@@ -179,3 +183,51 @@ def test_shown_paths_are_workspace_relative_or_absolute(ctx, ws):
     managed = str(ctx.managed_root / "x.txt")
     assert confinement.shown(managed) == managed
     assert confinement.shown(str(ws.resolve() / "a\nb")) == "a\\nb"
+
+
+# --- the workspace, checked at every use -----------------------------------------------------
+
+WORKSPACE_REFUSED = re.compile(r"^Workspace refused: .+ resolves outside the workspace root\b")
+
+
+def _workspace_refusal(ctx) -> str:
+    with pytest.raises(ToolError) as refused:
+        workspace_ready(ctx)
+    assert WORKSPACE_REFUSED.match(refused.value.message), refused.value.message
+    return refused.value.message
+
+
+def test_a_workspace_swapped_for_a_symlink_is_refused_at_its_next_use(ctx, ws):
+    """What ``cd .. && mv "$PWD" "$PWD.old" && ln -s / "$PWD"`` run in the workspace leaves."""
+    ws.rename(ws.with_name(ws.name + ".old"))
+    ws.symlink_to("/")
+    assert str(ctx.workspace) in _workspace_refusal(ctx)
+    with pytest.raises(ToolError, match=WORKSPACE_REFUSED):
+        Confinement.ready(ctx)
+
+
+def test_an_owner_folder_swapped_for_a_symlink_is_refused(ctx, ws):
+    """A command can climb to the owner's folder and swap that one instead."""
+    owner = ws.parent
+    owner.rename(owner.with_name(owner.name + ".old"))
+    owner.symlink_to("/")
+    _workspace_refusal(ctx)
+    assert not Path("/", ws.name).exists()  # nothing was created through the link
+
+
+def test_a_workspace_that_became_a_symlink_before_its_first_use_is_refused(ctx, tmp_path):
+    """A conversation made with a workspace name that a command then made a symlink, even
+    one to a folder inside the owner's root."""
+    sibling = ctx.workspace.parent / "sibling"
+    sibling.mkdir(parents=True)
+    ctx.workspace.symlink_to(sibling)
+    _workspace_refusal(ctx)
+    ctx.workspace.unlink()
+    ctx.workspace.symlink_to("/")
+    _workspace_refusal(ctx)
+
+
+def test_a_workspace_outside_its_owners_folder_is_refused(ctx, settings):
+    elsewhere = call_context("read", {}, workspace=Path(settings.TOOLCORE_WORKSPACE_ROOT) / "2")
+    message = _workspace_refusal(elsewhere)
+    assert "not below your workspace root" in message

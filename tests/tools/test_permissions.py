@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tools.catalog import tool_spec
@@ -196,8 +198,8 @@ def test_suggestions_are_the_escaped_exact_command_then_a_wider_entry():
     ]
 
 
-def test_a_path_suggestion_is_the_escaped_resolved_path(tmp_path):
-    workspace = tmp_path.resolve()
+def test_a_path_suggestion_is_the_escaped_resolved_path(settings):
+    workspace = Path(settings.TOOLCORE_WORKSPACE_ROOT).resolve() / "1" / "ws"  # checked: below it
     (suggestion,) = suggested_rules(tool_spec("read"), {"path": "src/../a[1]*.txt"}, workspace)
     assert suggestion["pattern"] == f"{escape_glob(str(workspace))}/a[[]1][*].txt"
 

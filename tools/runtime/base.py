@@ -70,6 +70,10 @@ class HandlerResult:
     result: Any = None  # the complete result, written as result.json
     text: str | None = None
     items: Sequence[str] | None = None
+    # An item listing (grep, find, ls): how many items it found in all, when ``items`` holds
+    # only the ones its projections can show (``projections/items.py``), and its closing note.
+    item_count: int | None = None
+    note: str | None = None
     process: dict[str, Any] | None = None
     reason: str | None = None
     files: Sequence[AttemptFile] = ()

@@ -5,6 +5,10 @@ conversation's own **managed files** (``DATA_DIR/conversations/<this conversatio
 by absolute path so the model can follow the path a summary names). Anything else is refused
 with a ``ToolError`` that names the refused path (cut to ``PATH_QUOTE_BYTES``).
 
+* The workspace itself is checked at every use (``workspace_ready``, ``tools/workspaces.py``):
+  a workspace that is, or has become, a symlink (or below a folder that has) is refused with
+  ``Workspace refused: … resolves outside the workspace root``, and confinement is built on
+  the checked real path, never on a fresh resolution of the workspace.
 * A relative path resolves against the workspace; an absolute one is taken as is. Either way
   the path is resolved with every symlink followed (``os.path.realpath``) before it is checked,
   so ``../x``, ``/etc/passwd`` and a symlink in the workspace pointing outside are all refused.
@@ -26,43 +30,104 @@ keeps the path tools themselves from reading outside; isolation of programs is t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from projections.units import cut_text, path_text
+from projections.units import path_text
+from tools.workspaces import (
+    PATH_QUOTE_BYTES,
+    PathRefused,
+    quoted,
+    real_path,
+    workspace_checked,
+    workspace_parts,
+)
 
 from .base import CallContext, ToolError
 
-# How much of a refused path an error message quotes (UTF-8 bytes, "…" included).
-PATH_QUOTE_BYTES = 200
+__all__ = [
+    "OPEN_FLAGS",
+    "PATH_QUOTE_BYTES",
+    "WORKSPACE_MODE",
+    "Confinement",
+    "NotADirectory",
+    "file_kind",
+    "link_target",
+    "quoted",
+    "refusal",
+    "resolve_path",
+    "shown_below",
+    "workspace_ready",
+]
+
 WORKSPACE_MODE = 0o700
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PROC_FD = "/proc/self/fd"
-
-
-def quoted(raw: str | os.PathLike[str]) -> str:
-    """A path as an error message may quote it: cleaned text, at most ``PATH_QUOTE_BYTES``."""
-    return cut_text(path_text(raw), PATH_QUOTE_BYTES)
 
 
 class NotADirectory(ToolError):
     """A path named as a directory (``ls``, ``find``, a walk's root) is something else."""
 
 
+def refusal(exc: PathRefused) -> ToolError:
+    """The ``ToolError`` of a refusal met below the runtime (the workspace, a path)."""
+    return ToolError(exc.message, field=exc.field)
+
+
 def workspace_ready(ctx: CallContext) -> Path:
-    """The conversation's workspace, created (with its parents) on first use, mode 0o700."""
+    """The conversation's workspace, checked now (``tools/workspaces.py``: no symlink on the
+    way below the workspace root) and created on first use, mode 0o700: its real path.
+
+    Missing folders are made one at a time, each opened with ``O_NOFOLLOW`` from the one
+    above, so a folder swapped for a symlink is never created through nor entered; the path is
+    checked again once it exists. ``ToolError`` says what is wrong (``Workspace refused: …``).
+    """
     try:
-        ctx.workspace.mkdir(mode=WORKSPACE_MODE, parents=True, exist_ok=True)
-    except FileExistsError:
-        raise ToolError("The conversation's workspace exists but is not a directory.") from None
+        root, parts = workspace_parts(ctx.workspace, owner_id=ctx.owner_id)
+        _make_folders(root, parts)
+        return workspace_checked(ctx.workspace, owner_id=ctx.owner_id)
+    except PathRefused as exc:
+        raise refusal(exc) from None
+
+
+def _make_folders(root: str, parts: list[str]) -> None:
+    try:
+        os.makedirs(root, mode=WORKSPACE_MODE, exist_ok=True)
+        fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the root may be the operator's link
     except OSError as exc:
         raise ToolError(
             f"The conversation's workspace cannot be created ({exc.strerror})."
         ) from None
-    return ctx.workspace
+    try:
+        for name in parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, WORKSPACE_MODE, dir_fd=fd)
+            try:
+                below = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                    # A symlink where a folder of the way should be (O_NOFOLLOW refuses it
+                    # as not a directory) is refused as such; else it is a file.
+                    workspace_checked(os.path.join(root, *parts))
+                    raise ToolError(
+                        "The conversation's workspace exists but is not a directory."
+                    ) from None
+                raise ToolError(
+                    f"The conversation's workspace cannot be created ({exc.strerror})."
+                ) from None
+            os.close(fd)
+            fd = below
+    except OSError as exc:
+        raise ToolError(
+            f"The conversation's workspace cannot be created ({exc.strerror})."
+        ) from None
+    finally:
+        os.close(fd)
 
 
 def _is_within(path: str, root: str) -> bool:
@@ -79,6 +144,12 @@ class Confinement:
     @classmethod
     def of(cls, *, workspace: Path, managed_root: Path) -> Confinement:
         return cls(os.path.realpath(workspace), os.path.realpath(managed_root))
+
+    @classmethod
+    def ready(cls, ctx: CallContext) -> Confinement:
+        """The confinement of a call: its workspace checked (and created) now, as
+        ``workspace_ready`` does, and its managed files."""
+        return cls(str(workspace_ready(ctx)), os.path.realpath(ctx.managed_root))
 
     def contains(self, real: str) -> bool:
         """Whether the resolved path ``real`` lies inside the workspace or the managed files."""
@@ -167,35 +238,21 @@ class Confinement:
 
 
 def _realpath(path: str, *, shown: str) -> str:
-    """``path`` with every symlink followed; a loop is refused.
-
-    ``realpath(strict=True)`` first: it raises on a loop instead of leaving the looping part
-    (and any ``..`` after it) unresolved, as the lenient form does. A path that does not exist
-    yet resolves leniently, which is exact for the missing part (no symlink can be there).
-    """
+    """``path`` with every symlink followed (``tools/workspaces.py`` ``real_path``); a loop or a
+    path that cannot be resolved is a ``ToolError`` naming ``shown``."""
     try:
-        real = os.path.realpath(path, strict=True)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(
-                f"Path refused: {quoted(shown)} runs into a symlink loop.", field="path"
-            ) from None
-        real = os.path.realpath(path)
-    if ".." in real.split(os.sep):  # left unresolved: never trusted
-        raise ToolError(f"Path refused: {quoted(shown)} cannot be resolved.", field="path")
-    return real
+        return real_path(path, shown=shown)
+    except PathRefused as exc:
+        raise refusal(exc) from None
 
 
 def link_target(path: str) -> str | None:
     """The resolved target of a symlink found in a walk, or None when it cannot be resolved
     (a loop): such a link is skipped like one leading outside."""
     try:
-        real = os.path.realpath(path, strict=True)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return None
-        real = os.path.realpath(path)  # a dangling link: its missing part has no symlink
-    return None if ".." in real.split(os.sep) else real
+        return real_path(path, shown=path)
+    except PathRefused:
+        return None
 
 
 def resolve_path(

@@ -306,6 +306,8 @@ class Worker:
                     result=result.result,
                     text=result.text,
                     items=result.items,
+                    item_count=result.item_count,
+                    note=result.note,
                     process=result.process,
                     reason=result.reason,
                     files=result.files,

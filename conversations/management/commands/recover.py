@@ -1,4 +1,5 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError
 
 from conversations.services.recovery import recover_all
 
@@ -7,7 +8,11 @@ class Command(BaseCommand):
     help = "Run one recovery sweep and print what it did."
 
     def handle(self, *args, **options):
-        actions = recover_all()
+        try:
+            actions = recover_all()
+        except (OperationalError, InterfaceError) as exc:
+            # Rows that fail are each handled by the sweep; only an outage ends it.
+            raise CommandError(f"Recovery stopped: the database is unavailable ({exc}).") from exc
         for action in actions:
             self.stdout.write(str(action))
         self.stdout.write(f"Recovery done: {len(actions)} action(s).")

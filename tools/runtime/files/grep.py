@@ -18,15 +18,18 @@
   of such a line can be missed). The regex runs over a whole piece and each hit is confirmed
   within its own line, so a match never spans lines; lookarounds and ``\\Z`` that test for a line
   break see the piece, not the line.
-* The search **stops** at the result budget (``budget.py``: what the ``search_matches`` profile
-  shows inline, 79 matches at most, less with long lines) or at ``TIME_LIMIT_SECONDS``, and its
-  last item says which: ``(Stopped at 79 matches …)`` / ``(Stopped at the 30 s time limit …)``.
-  The limit is checked between files and between pieces, and bounds each search itself.
+* Every match found goes into ``result.json`` as it is found (``listing.py``: up to 16 MiB of
+  matches, then ``truncated`` and a count of the rest); the model is shown what its
+  ``search_matches`` profile fits, with the path of ``result.json``. The search **stops** at the
+  end of the tree or at ``TIME_LIMIT_SECONDS``, which its closing note then says
+  (``(Stopped at the 30 s time limit …)``). The limit is checked between files and between
+  pieces, and bounds each search itself.
 
 Items name files relative to the workspace (what ``read`` takes), absolute for the
 conversation's managed files; a matching line keeps at most ``MATCH_TEXT_MAX_BYTES`` bytes.
-``result.json``: ``{pattern, path, glob, ignoreCase, matches: [{path, line, text}], matchCount,
-stopped, filesSearched, skipped: {binary, outside, unreadable}, timeLimitSeconds}``.
+``result.json``: ``{pattern, path, glob, ignoreCase, matches: [{path, line, text}], truncated,
+notStored, matchCount, stopped, filesSearched, skipped: {binary, outside, unreadable},
+timeLimitSeconds}``; ``matchCount`` counts every match found, stored or not.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import regex
@@ -43,11 +46,11 @@ import regex
 from projections.units import clean_text, cut_text
 
 from ..base import CallContext, HandlerResult, ToolError
-from ..paths import OPEN_FLAGS, Confinement, file_kind, quoted, shown_below, workspace_ready
+from ..paths import OPEN_FLAGS, Confinement, file_kind, quoted, shown_below
 from . import walk
 from .blocking import in_thread
-from .budget import ItemBudget
 from .globs import NamePattern
+from .listing import Listing
 
 TIME_LIMIT_SECONDS = 30.0
 FIRST_READ_BYTES = 64 * 1024
@@ -59,7 +62,7 @@ ITEM_MAX_BYTES = 1000
 
 
 async def grep(ctx: CallContext) -> HandlerResult:
-    """The matching lines of the files under ``path``, within the budget and the time limit."""
+    """Every matching line of the files under ``path``, within the time limit."""
     arguments = ctx.arguments
     pattern = arguments.get("pattern")
     if not isinstance(pattern, str) or not pattern:
@@ -87,8 +90,7 @@ class _Search:
     regex: regex.Pattern
     names: NamePattern | None
     stop_event: threading.Event
-    budget: ItemBudget = field(default_factory=lambda: ItemBudget.for_tool("grep"))
-    matches: list[dict[str, Any]] = field(default_factory=list)
+    listing: Listing | None = None
     files: int = 0
     binary: int = 0
     unreadable: int = 0
@@ -107,27 +109,34 @@ class _Search:
 
     def run(self, raw: str | None) -> HandlerResult:
         self.deadline = time.monotonic() + TIME_LIMIT_SECONDS
-        workspace_ready(self.ctx)
-        confinement = Confinement.of(
-            workspace=self.ctx.workspace, managed_root=self.ctx.managed_root
-        )
+        confinement = Confinement.ready(self.ctx)
         root = str(confinement.resolve(raw))
         shown_root = confinement.shown(root)
-        fd = confinement.open(root)
-        try:
-            kind = file_kind(os.fstat(fd).st_mode)
-            if kind == "file":
-                self._file(fd, shown_root, None)
-        except OSError as exc:
-            raise ToolError(f"Cannot read {quoted(shown_root)}: {exc.strerror}.") from None
-        finally:
-            os.close(fd)
-        tree = walk.Walk(confinement, root, self.should_stop) if kind == "directory" else None
-        if tree is not None:
-            self._tree(tree, shown_root)
-        elif kind != "file":
-            raise ToolError(f"Not a file or directory: {quoted(shown_root)}.", field="path")
-        return self._answer(root, tree.stats if tree is not None else walk.WalkStats())
+        head = {
+            "pattern": self.regex.pattern,
+            "path": root,
+            "glob": self.names.text if self.names is not None else None,
+            "ignoreCase": bool(self.regex.flags & regex.IGNORECASE),
+        }
+        with Listing(self.ctx, head=head, key="matches") as listing:
+            self.listing = listing
+            fd = confinement.open(root)
+            try:
+                kind = file_kind(os.fstat(fd).st_mode)
+                if kind == "file":
+                    self._file(fd, shown_root, None)
+            except OSError as exc:
+                raise ToolError(f"Cannot read {quoted(shown_root)}: {exc.strerror}.") from None
+            finally:
+                os.close(fd)
+            tree = walk.Walk(confinement, root, self.should_stop) if kind == "directory" else None
+            if tree is not None:
+                self._tree(tree, shown_root)
+            elif kind != "file":
+                raise ToolError(f"Not a file or directory: {quoted(shown_root)}.", field="path")
+            if self.stopped == "cancelled":  # nobody reads the answer: no result.json is left
+                raise ToolError("Stopped: the call was cancelled.")
+            return self._answer(listing, tree.stats if tree is not None else walk.WalkStats())
 
     def _tree(self, tree: walk.Walk, shown_root: str) -> None:
         names, confinement = self.names, tree.confinement
@@ -194,7 +203,7 @@ class _Search:
         return shown
 
     def _piece(self, data: bytes, first_line: int) -> bool:
-        """Add the matching lines of ``data`` (whole lines); False once the budget is full."""
+        """Add the matching lines of ``data`` (whole lines); False once the time is up."""
         text = data.decode("utf-8", "replace")
         size = len(text)
 
@@ -225,54 +234,39 @@ class _Search:
             except TimeoutError:
                 self.stopped = "time"
                 return False
-            if within and not self._add(self._shown(), line, text[begin:end]):
-                return False
+            if within:
+                self._add(self._shown(), line, text[begin:end])
             pos = end + 1
         return True
 
-    def _add(self, shown: str, line: int, text: str) -> bool:
+    def _add(self, shown: str, line: int, text: str) -> None:
         text = cut_text(clean_text(text.removesuffix("\r")), MATCH_TEXT_MAX_BYTES)
         item = cut_text(f"{shown}:{line}:{text}", ITEM_MAX_BYTES)
-        if not self.budget.add(item):
-            self.stopped = "budget"
-            return False
-        self.matches.append({"path": shown, "line": line, "text": text})
-        return True
+        assert self.listing is not None
+        self.listing.add({"path": shown, "line": line, "text": text}, item)
 
-    def _answer(self, root: str, stats: walk.WalkStats) -> HandlerResult:
-        count = len(self.matches)
+    def _answer(self, listing: Listing, stats: walk.WalkStats) -> HandlerResult:
+        count = listing.found
         plural = "match" if count == 1 else "matches"
-        if self.stopped == "budget":
-            note = (
-                f"(Stopped at {count} {plural}: one answer shows no more. More matches exist; "
-                "narrow the pattern, path or glob to see them.)"
-            )
-        elif self.stopped == "time":
+        note = None
+        if self.stopped == "time":
             note = (
                 f"(Stopped at the {TIME_LIMIT_SECONDS:g} s time limit after searching "
                 f"{self.files} files; {count} {plural} so far. Narrow the path or glob to "
                 "search the rest.)"
             )
-        elif count == 0:
-            note = f"(No matches in {self.files} {'file' if self.files == 1 else 'files'}"
-            skipped = [
-                f"{n} {what}"
-                for n, what in (
-                    (self.binary, "binary"),
-                    (stats.skipped_outside, "leading outside the workspace"),
-                    (self.unreadable + stats.skipped_unreadable, "unreadable"),
-                )
-                if n
-            ]
-            note += f"; skipped: {', '.join(skipped)}.)" if skipped else ".)"
-        else:
-            note = None
-        result = {
-            "pattern": self.regex.pattern,
-            "path": root,
-            "glob": self.names.text if self.names is not None else None,
-            "ignoreCase": bool(self.regex.flags & regex.IGNORECASE),
-            "matches": self.matches,
+        empty = f"(No matches in {self.files} {'file' if self.files == 1 else 'files'}"
+        skipped = [
+            f"{n} {what}"
+            for n, what in (
+                (self.binary, "binary"),
+                (stats.skipped_outside, "leading outside the workspace"),
+                (self.unreadable + stats.skipped_unreadable, "unreadable"),
+            )
+            if n
+        ]
+        empty += f"; skipped: {', '.join(skipped)}.)" if skipped else ".)"
+        tail = {
             "matchCount": count,
             "stopped": self.stopped,
             "filesSearched": self.files,
@@ -283,4 +277,4 @@ class _Search:
             },
             "timeLimitSeconds": TIME_LIMIT_SECONDS,
         }
-        return HandlerResult(outcome="completed", result=result, items=self.budget.answer(note))
+        return listing.answer(tail, note=note, empty=note or empty)

@@ -3,28 +3,39 @@
 * ``path`` defaults to the workspace; a file is refused (``read`` it instead).
 * Each entry is its name; a directory ends with ``/`` and a symlink with ``@`` (as ``ls -F``
   marks them). A symlink is not followed, so its target, wherever it is, is never looked at.
-* At most what the ``file_listing`` profile shows inline (119 names, less with long names):
-  the first names in order, then a last item counting the rest. Only that many names are held,
-  however large the directory (``heapq.nsmallest`` over the streamed listing).
+* Every entry goes into ``result.json`` (``listing.py``: up to 16 MiB of names, then
+  ``truncated`` and a count of the rest); the model is shown what its ``file_listing`` profile
+  fits, with the path of ``result.json``.
+* Sorting needs every name, but never all of them in memory: the listing is read in runs of
+  ``RUN_ENTRIES`` names, each run beyond the first sorted and spilled to a temporary file in the
+  attempt's folder, and the runs are merged as they are written out.
 
-``result.json``: ``{path, entries, total, shown}``.
+``result.json``: ``{path, entries, truncated, notStored, total}``; ``total`` counts every entry.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO
 
 from ..base import CallContext, HandlerResult, ToolError
-from ..paths import Confinement, NotADirectory, quoted, shown_below, workspace_ready
+from ..paths import Confinement, NotADirectory, quoted, shown_below
 from .blocking import in_thread
-from .budget import ItemBudget
+from .listing import Listing
+
+RUN_ENTRIES = 65_536
+_STOPPED = "Stopped: the call was cancelled."
 
 
 async def ls(ctx: CallContext) -> HandlerResult:
-    """The sorted entries of the directory ``path``, bounded, with a count of the rest."""
+    """Every entry of the directory ``path``, sorted."""
     return await in_thread(lambda stop: _ls(ctx, ctx.arguments.get("path"), stop))
 
 
@@ -33,7 +44,7 @@ def _entries(fd: int, stop: threading.Event) -> Iterator[tuple[str, str]]:
     with os.scandir(fd) as scan:
         for entry in scan:
             if stop.is_set():
-                raise ToolError("Stopped: the call was cancelled.")
+                raise ToolError(_STOPPED)
             if entry.is_symlink():
                 yield entry.name, "@"
             elif entry.is_dir(follow_symlinks=False):
@@ -42,47 +53,57 @@ def _entries(fd: int, stop: threading.Event) -> Iterator[tuple[str, str]]:
                 yield entry.name, ""
 
 
+def _spill(run: list[tuple[str, str]], folder: Path, files: ExitStack) -> IO[str]:
+    """A sorted run written to an unnamed temporary file, one JSON pair a line (ASCII, so any
+    name, newlines and undecodable bytes included, stays on its line)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = tempfile.TemporaryFile("w+", encoding="ascii", dir=folder)  # noqa: SIM115
+    spilled = files.enter_context(temporary)  # closed with the ExitStack
+    spilled.writelines(json.dumps(pair) + "\n" for pair in sorted(run))
+    spilled.seek(0)
+    return spilled
+
+
+def _read_back(spilled: IO[str]) -> Iterator[tuple[str, str]]:
+    for line in spilled:
+        name, mark = json.loads(line)
+        yield name, mark
+
+
+def _sorted(
+    entries: Iterator[tuple[str, str]], folder: Path, files: ExitStack
+) -> Iterator[tuple[str, str]]:
+    """``entries`` sorted, holding at most ``RUN_ENTRIES`` of them at once (plus one line per
+    spilled run while merging)."""
+    runs: list[Iterator[tuple[str, str]]] = []
+    run: list[tuple[str, str]] = []
+    for entry in entries:
+        run.append(entry)
+        if len(run) == RUN_ENTRIES:
+            runs.append(_read_back(_spill(run, folder, files)))
+            run = []
+    run.sort()
+    return heapq.merge(*runs, iter(run)) if runs else iter(run)
+
+
 def _ls(ctx: CallContext, raw: str | None, stop: threading.Event) -> HandlerResult:
-    workspace_ready(ctx)
-    confinement = Confinement.of(workspace=ctx.workspace, managed_root=ctx.managed_root)
+    confinement = Confinement.ready(ctx)
     real = str(confinement.resolve(raw))
     shown = quoted(confinement.shown(real))
     try:
         fd = confinement.open(real, directory=True)
     except NotADirectory:
         raise NotADirectory(f"Not a directory: {shown}; read it with read.", field="path") from None
-    budget = ItemBudget.for_tool("ls")
-    total = 0
-
-    def counted() -> Iterator[tuple[str, str]]:
-        nonlocal total
-        for entry in _entries(fd, stop):
-            total += 1
-            yield entry
-
-    try:
-        first = heapq.nsmallest(budget.max_items, counted())
-    except OSError as exc:
-        raise ToolError(f"Cannot list {shown}: {exc.strerror}.", field="path") from None
-    finally:
-        os.close(fd)
-    for name, mark in first:
-        if not budget.add(shown_below(".", name) + mark):
-            break
-    rest = total - len(budget.items)
-    if total == 0:
-        note = "(Empty directory.)"
-    elif rest:
-        note = (
-            f"({rest} more {'entry' if rest == 1 else 'entries'} not shown, {total} in all. "
-            "Use find with a pattern, or ls a subdirectory.)"
-        )
-    else:
-        note = None
-    result = {
-        "path": real,
-        "entries": list(budget.items),
-        "total": total,
-        "shown": len(budget.items),
-    }
-    return HandlerResult(outcome="completed", result=result, items=budget.answer(note))
+    with ExitStack() as files, Listing(ctx, head={"path": real}, key="entries") as listing:
+        try:
+            entries = _sorted(_entries(fd, stop), Path(ctx.attempt_dir), files)
+        except OSError as exc:
+            raise ToolError(f"Cannot list {shown}: {exc.strerror}.", field="path") from None
+        finally:
+            os.close(fd)
+        for name, mark in entries:
+            if listing.found % 1024 == 0 and stop.is_set():
+                raise ToolError(_STOPPED)
+            item = shown_below(".", name) + mark
+            listing.add(item, item)
+        return listing.answer({"total": listing.found}, note=None, empty="(Empty directory.)")

@@ -47,7 +47,7 @@ from projections.result import PROFILES
 from projections.units import clean_text, size_words, utf8_len, utf8_prefix
 
 from ..base import CallContext, HandlerResult, ToolError
-from ..paths import Confinement, file_kind, quoted, workspace_ready
+from ..paths import Confinement, file_kind, quoted
 from .blocking import in_thread
 
 DEFAULT_LIMIT = 200
@@ -102,8 +102,7 @@ def _integer(value: Any, name: str, low: int, high: int | None) -> int:
 def _read(
     ctx: CallContext, raw: str, offset: int, limit: int, stop: threading.Event
 ) -> HandlerResult:
-    workspace_ready(ctx)
-    confinement = Confinement.of(workspace=ctx.workspace, managed_root=ctx.managed_root)
+    confinement = Confinement.ready(ctx)
     real = confinement.resolve(raw)
     fd, size = _open_regular(confinement, real)
     result: dict[str, Any] = {
