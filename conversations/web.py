@@ -16,10 +16,10 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from . import selectors
 from .errors import NotFound, ValidationFailed
+from .grants import may_run_commands
 
 CONVERSATIONS_PER_PAGE = 50
 API_BASE = "/api/v1"
-RUN_COMMANDS = "tools.run_commands"
 
 
 def _page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def _page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     return {
         "api": API_BASE,
         "username": request.user.get_username(),
-        "canRunCommands": request.user.has_perm(RUN_COMMANDS),
+        "canRunCommands": may_run_commands(request.user),
         **extra,
     }
 
