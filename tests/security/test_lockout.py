@@ -288,3 +288,17 @@ def test_support_staff_see_the_failed_logins_in_the_admin(user, limit):
     page = staff.get("/admin/axes/accessattempt/")
     assert page.status_code == 200
     assert "203.0.113.44" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_by_address_and_username_only_the_failing_username_is_locked(
+    user, other_user, limit, settings
+):
+    """``TOOLCORE_LOCKOUT_BY=address_username``: many people behind one address keep logging
+    in while one username is locked there."""
+    settings.AXES_LOCKOUT_PARAMETERS = [["ip_address", "username"]]
+    for _ in range(LIMIT):
+        answer = _login("/accounts/login/", user.username, "wrong")
+    _assert_locked_page(answer)
+    _assert_locked_page(_login("/accounts/login/", user.username, PASSWORD))
+    assert _logged_in(_login("/accounts/login/", other_user.username, PASSWORD))
