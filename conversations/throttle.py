@@ -137,7 +137,7 @@ def token_failure(address: str | None) -> Lockout | None:
 
 
 def token_lockout_text(lockout: Lockout) -> str:
-    """What a locked-out client is told (REST message, websocket close reason: ≤ 123 bytes)."""
+    """What a locked-out client is told: the REST error's message, the websocket's error frame."""
     return (
         f"Too many failed token checks from {lockout.address}: refused until "
         f"{lockout.until.astimezone(UTC):%H:%M:%S} UTC (in {lockout.retry_after} s)."
