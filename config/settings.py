@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
@@ -96,6 +97,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "ninja",
+    "axes",
     "conversations",
     "tools",
     "projections",
@@ -112,6 +114,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a login refused for a locked address into its page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -247,6 +251,60 @@ TOOLCORE_HTTP_THREADS = _env_int("TOOLCORE_HTTP_THREADS", 2, minimum=1)
 # Django refuses bodies above this before parsing; keep it in step with TOOLCORE_MAX_BODY.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLCORE_MAX_BODY
 
+# --- Throttling failed credentials (docs/security.md, "Failed logins and tokens") -------------
+# TOOLCORE_LOCKOUT_FAILURES failed logins (pages and admin), or failed bearer-token checks
+# (REST and websocket handshakes), from one client address, each within
+# TOOLCORE_LOCKOUT_MINUTES of the one before, lock that address out of that kind of check for
+# TOOLCORE_LOCKOUT_MINUTES. Logins are counted in the database by django-axes; token checks
+# in the "throttle" cache (Redis with REDIS_URL, else this process's memory; docs/decisions.md).
+TOOLCORE_LOCKOUT_FAILURES = _env_int("TOOLCORE_LOCKOUT_FAILURES", 5, minimum=1)
+TOOLCORE_LOCKOUT_MINUTES = _env_int("TOOLCORE_LOCKOUT_MINUTES", 15, minimum=1)
+# "address": a locked address may not log in as anyone (the default: a password guesser cannot
+# move on to the next user); "address_username": only the username that failed is locked at
+# that address (for many people behind one NAT address).
+_LOCKOUT_BY = {"address": ["ip_address"], "address_username": [["ip_address", "username"]]}
+TOOLCORE_LOCKOUT_BY = os.environ.get("TOOLCORE_LOCKOUT_BY", "").strip() or "address"
+if TOOLCORE_LOCKOUT_BY not in _LOCKOUT_BY:
+    _refuse(
+        "TOOLCORE_LOCKOUT_BY", f"must be address or address_username, not {TOOLCORE_LOCKOUT_BY!r}"
+    )
+THROTTLE_CACHE = "throttle"
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    THROTTLE_CACHE: (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "toolcore-throttle",
+            # A Redis that hangs must not hold a refused request: the throttle lets it go.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
+    ),
+}
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked address before the password
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = TOOLCORE_LOCKOUT_FAILURES
+AXES_COOLOFF_TIME = timedelta(minutes=TOOLCORE_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = _LOCKOUT_BY[TOOLCORE_LOCKOUT_BY]
+# The address the ASGI server established (daphne --proxy-headers: the proxy's X-Forwarded-For),
+# never a header axes would read itself, which a client could set.
+AXES_CLIENT_IP_CALLABLE = "conversations.throttle.client_address"
+# Tries while locked are not counted, so the lockout ends when its page says it does; a
+# successful login does not wipe the count (else one valid account resets a guesser's budget).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = False
+AXES_DISABLE_ACCESS_LOG = True  # a successful login writes nothing
+AXES_ENABLE_ADMIN = False  # the admin lists failed logins its own way (conversations/admin)
+AXES_LOCKOUT_CALLABLE = "conversations.web.login_locked_out"
+AXES_HTTP_RESPONSE_CODE = 429
+# Logs name the address (support staff look for it), never the username typed: a password
+# typed into the username field must not reach the logs.
+AXES_SENSITIVE_PARAMETERS = ["username"]
+
 # --- Auth, i18n, static ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -284,6 +342,8 @@ LOGGING = {
     "loggers": {
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
+        # django-axes: each failure and lockout is a warning; its per-attempt chatter is not.
+        "axes": {"level": "WARNING"},
         # API refusals are logged once by the API itself, with their error code.
         "django.request": {"filters": ["api_refusals"]},
     },

@@ -183,6 +183,11 @@ def post_command(request: HttpRequest, cid: str, payload: CommandIn) -> HttpResp
     """A command typed by the user (`!ls`): opens a turn of its own with one `bash` call and
     answers it (201). The call is supervised like any other `bash` call.
 
+    **Needs the permission `tools.run_commands`**, like approving a tool that runs programs
+    and starting a launch: without it the answer is 403 `forbidden` and nothing is written
+    (no turn, no call, no event). Another user's or a missing conversation answers 404
+    first, with or without the permission.
+
     **Idempotent by `inputId`**, the client's own key: the same `inputId` and command again
     answers 200 with the same body (once the call settled, `toolCall` is the settled call);
     another command is 409 `command_conflict`. While a turn is open it is 409 `turn_open`.
@@ -191,6 +196,7 @@ def post_command(request: HttpRequest, cid: str, payload: CommandIn) -> HttpResp
     conversation = selectors.conversation_for(request.auth, cid)
     posted = command_post(
         conversation_id=conversation.pk,
+        user=request.auth,
         input_id=payload.inputId,
         command=payload.command,
         include_in_context=payload.includeInContext,

@@ -144,8 +144,10 @@ conversation; `GET /conversations/{cid}/events` replays them.
 prints one), or the session of a browser logged in to the admin, which sends the CSRF token
 (`X-CSRFToken` header) with every write (else 403 `csrf_failed`). A request that sends an
 `Authorization` header is judged by it alone: an invalid token is 401 even with a session.
-A 401 carries `WWW-Authenticate: Bearer`. Another user's resource answers 404, like a missing
-one.
+A 401 carries `WWW-Authenticate: Bearer`. Failed tokens are counted per client address: after
+a few in a row (5 by default, each within 15 minutes of the one before), a failed token from
+that address answers 429 `throttled` with `Retry-After` until the lockout ends (a valid token
+is never refused for it). Another user's resource answers 404, like a missing one.
 
 **Bodies** are JSON objects with camelCase keys, at most 1 MiB (413 above). Types are strict: a
 boolean is `true`/`false`, an integer a JSON number without a fraction (`3` or `3.0`, never
@@ -155,7 +157,8 @@ nest at most 100 levels deep (422). Unknown fields are 422.
 **Errors** are JSON: `{"error": {"code", "message", "field"?}}`, `message` at most 1 KiB. 400
 malformed JSON, 401 no or bad credentials, 403 a missing permission or a failed CSRF check,
 404 missing or not yours, 409 a conflict with recorded state (the code names it), 413 too
-large, 422 a field refused (`field` names it, as a dotted path such as `content.0.arguments`).
+large, 422 a field refused (`field` names it, as a dotted path such as `content.0.arguments`),
+429 `throttled` a failed token from an address locked out for failing too often.
 
 **Idempotency.** `messageId`, `inputId` and `requestId` are the client's own keys: the same
 request again answers what was recorded the first time; the same key with other content is 409.
@@ -200,7 +203,10 @@ def field_of(error: dict[str, Any]) -> str:
 
 @api.exception_handler(DomainError)
 def _domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
-    return json_response(exc.body(), exc.status)
+    response = json_response(exc.body(), exc.status)
+    for name, value in exc.headers().items():
+        response[name] = value
+    return response
 
 
 @api.exception_handler(ValidationError)

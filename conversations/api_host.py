@@ -11,6 +11,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
+from .claim_tokens import holder_name
 from .models import ApiToken
 from .responses import json_response
 from .schemas import SettledCallOut, errors
@@ -21,6 +22,15 @@ from .shapes import iso, settled_call_wire
 host_router = Router(tags=["host tool port"])
 
 _WRITE = (400, 401, 403, 404, 409, 413, 422)
+
+
+def _holder(request: HttpRequest) -> str:
+    """Who asks, as host claims' tokens are derived for it: the API token, else the user."""
+    token = getattr(request, "api_token", None)
+    return holder_name(
+        api_token_id=None if token is None else token.pk,
+        user_id=request.auth.pk,  # type: ignore[attr-defined]
+    )
 
 
 def _owner_reached(request: HttpRequest) -> Any:
@@ -57,6 +67,7 @@ def claim_host_calls(request: HttpRequest, payload: HostClaimsIn) -> HttpRespons
         worker=payload.worker,
         limit=payload.max,
         owner_id=_owner_reached(request),
+        holder=_holder(request),
     )
     return json_response(
         {
@@ -92,9 +103,13 @@ def update_host_call(request: HttpRequest, call_id: str, payload: HostUpdateIn) 
     replaces it), or as `outputDelta`, new text to append (JSON cost 1…16384). `input` is
     bounded to 4 KiB of JSON. A bad field is 422 naming it (`update.status`).
 
-    `token` and `generation` must hold the claim: otherwise 409 `stale_claim` and nothing
-    changes (the call settled, was cancelled, or its claim expired and was recovered). Send
-    an update at least every third of the lease to keep it.
+    `token` and `generation` must hold the claim, and nothing changes otherwise: a claim this
+    port gave the asking token (or session) that no longer holds (the call settled, was
+    cancelled, or its claim expired and was recovered) is 409 `stale_claim`; anything else (a
+    missing or another owner's call, a core tool's call, another token's claim, a token this
+    port never gave for that call and generation) is 404 `not_found`, exactly as for a
+    missing id. The claim is checked before the update is. Send an update at least every
+    third of the lease to keep it.
     """
     updated = host_update(
         call_id=call_id,
@@ -102,6 +117,7 @@ def update_host_call(request: HttpRequest, call_id: str, payload: HostUpdateIn) 
         generation=payload.generation,
         update=payload.update,
         owner_id=_owner_reached(request),
+        holder=_holder(request),
     )
     return json_response(
         {
@@ -131,9 +147,11 @@ def settle_host_call(request: HttpRequest, call_id: str, payload: HostSettleIn) 
     - `details`: any JSON, kept with the content in the complete result (`result.json`, the
       `payload` asset).
 
-    `token` and `generation` must hold the claim: otherwise 409 `stale_claim` and nothing is
-    written, also when the call already settled (read it with `GET /tool-calls/{id}`). The
-    body is at most 1 MiB.
+    `token` and `generation` must hold the claim, and nothing is written otherwise: a claim
+    this port gave the asking token (or session) that no longer holds is 409 `stale_claim`,
+    also when the call already settled (read it with `GET /tool-calls/{id}`); anything else
+    (a missing or another owner's call, a core tool's call, another token's claim, a made-up
+    token) is 404 `not_found`, exactly as for a missing id. The body is at most 1 MiB.
     """
     event = host_settle(
         call_id=call_id,
@@ -144,5 +162,6 @@ def settle_host_call(request: HttpRequest, call_id: str, payload: HostSettleIn) 
         details=payload.details,
         with_details="details" in payload.model_fields_set,
         owner_id=_owner_reached(request),
+        holder=_holder(request),
     )
     return json_response(settled_call_wire(event))

@@ -20,8 +20,9 @@ from ninja.errors import AuthenticationError
 from ninja.security.base import AuthBase
 
 from .detached import detached
-from .errors import CsrfFailed
+from .errors import CsrfFailed, Throttled
 from .models import ApiToken
+from .throttle import client_address, token_failure, token_lockout_text
 
 TOKEN_PREFIX = "tc_"
 LAST_USED_EVERY = timedelta(seconds=60)
@@ -88,6 +89,14 @@ def bearer_of(request: HttpRequest) -> str | None:
     return token.strip()
 
 
+def token_refused(request: HttpRequest) -> None:
+    """A bearer token that failed: counted against the client's address (``throttle.py``);
+    ``Throttled`` (429) when the address is locked out, else the caller answers 401."""
+    lockout = token_failure(client_address(request))
+    if lockout is not None:
+        raise Throttled(token_lockout_text(lockout), retry_after=lockout.retry_after)
+
+
 class BearerAuth(AuthBase):
     """``Authorization: Bearer <token>``. (ninja's HttpBearer logs the header in DEBUG.)"""
 
@@ -100,6 +109,7 @@ class BearerAuth(AuthBase):
             return None  # no credentials sent: the session may answer
         row = token_authenticate(token)
         if row is None:
+            token_refused(request)
             raise AuthenticationError()  # not the session's turn: the header was refused
         request.api_token = row  # type: ignore[attr-defined]
         request.user = row.user
@@ -151,6 +161,7 @@ def _authenticate_detached(request: HttpRequest) -> Any:
         if raw is not None:
             row = token_authenticate(raw)
             if row is None:
+                token_refused(request)
                 return None
             request.api_token = row  # type: ignore[attr-defined]
             return row.user

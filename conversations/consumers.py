@@ -63,6 +63,9 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 1024 * 1024  # a client frame above this closes the socket with 1009
 CLOSE_UNAUTHENTICATED = 4401
+# A failed bearer token from an address locked out for too many of them (conversations/throttle.py);
+# the close reason says until when.
+CLOSE_THROTTLED = 4429
 CLOSE_TOO_BIG = 1009
 MAX_SUBSCRIPTIONS = 100  # conversations one socket follows at once
 # Backpressure (bytes the server holds for a socket that has not taken them yet).
@@ -197,6 +200,17 @@ class _ReleasedConsumer(AsyncWebsocketConsumer):
         """Give back what the socket holds; idempotent (it may run twice)."""
         credential_watch().discard(self)
 
+    async def refuse(self) -> None:
+        """Close a socket without valid credentials: 4401; or, when its failed token's address
+        is locked out, an ``error`` frame saying until when, then 4429."""
+        locked = self.scope.get("auth", {}).get("locked")
+        if not locked:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        frame = {"type": "error", "code": "throttled", **locked}
+        await self.send(_frame(frame))
+        await self.close(code=CLOSE_THROTTLED)
+
 
 class ConversationConsumer(_ReleasedConsumer):
     """``/ws/conversations/`` (docs/realtime.md)."""
@@ -215,7 +229,7 @@ class ConversationConsumer(_ReleasedConsumer):
         self.user = self.scope.get("user")
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.refuse()
             return
         await self.send(_frame({"type": "hello", "protocolVersion": PROTOCOL_VERSION}))
         credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
@@ -681,7 +695,7 @@ class WorkbenchConsumer(_ReleasedConsumer):
         self.joined = False
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.refuse()
             return
         await self.channel_layer.group_add(workbench_group(self.user.pk), self.channel_name)
         self.joined = True

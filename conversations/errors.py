@@ -28,6 +28,10 @@ class DomainError(Exception):
         """``{"error": {"code", "message", "field"?}}``: exactly the keys of the error body."""
         return error_body(self.code, self.message, self.field)
 
+    def headers(self) -> dict[str, str]:
+        """Headers the answer carries besides the body (none by default)."""
+        return {}
+
 
 class NotFound(DomainError):
     status, code = 404, "not_found"
@@ -45,6 +49,20 @@ class CsrfFailed(DomainError):
     """A session request whose CSRF token is missing or wrong (a bearer token needs none)."""
 
     status, code = 403, "csrf_failed"
+
+
+class Throttled(DomainError):
+    """Too many failed credential checks from the client's address: refused for
+    ``retry_after`` seconds (``Retry-After``), whatever the request."""
+
+    status, code = 429, "throttled"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class PayloadTooLarge(DomainError):

@@ -156,7 +156,11 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 413: Error
 
 
 def errors(*statuses: int) -> dict[int, type[ErrorOut]]:
-    """The error answers an operation can give, for its ``response=``."""
+    """The error answers an operation can give, for its ``response=``. An operation that takes
+    credentials (401) may also answer 429 ``throttled``: a bearer token that fails from an
+    address locked out for failing too often (conversations/throttle.py)."""
+    if 401 in statuses:
+        statuses = (*statuses, 429)
     return dict.fromkeys(statuses, ErrorOut)
 
 

@@ -1,4 +1,5 @@
-"""The web pages: the user's conversations, a conversation's transcript, the workbench.
+"""The web pages: the user's conversations, a conversation's transcript, the workbench, and
+the page a locked-out login gets.
 
 Thin views (docs/web.md): they check who is asking and hand the page what it needs to start;
 the page's script then reads the REST API with the session (and the CSRF header for writes) and
@@ -7,19 +8,23 @@ follows the websockets. Nothing here writes.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from . import selectors
 from .errors import NotFound, ValidationFailed
+from .grants import may_run_commands
+from .throttle import Lockout, client_address, cooloff, login_unlock_at
 
 CONVERSATIONS_PER_PAGE = 50
 API_BASE = "/api/v1"
-RUN_COMMANDS = "tools.run_commands"
 
 
 def _page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -27,7 +32,7 @@ def _page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     return {
         "api": API_BASE,
         "username": request.user.get_username(),
-        "canRunCommands": request.user.has_perm(RUN_COMMANDS),
+        "canRunCommands": may_run_commands(request.user),
         **extra,
     }
 
@@ -69,3 +74,25 @@ def workbench_page(request: HttpRequest) -> HttpResponse:
     """``/workbench/``: the user's launches, started, stopped and followed live."""
     config = _page_config(request, socket="/ws/workbench/")
     return render(request, "web/workbench.html", {"config": config})
+
+
+def login_locked_out(
+    request: HttpRequest, original_response: Any = None, credentials: Any = None
+) -> HttpResponse:
+    """What django-axes answers a login from a locked-out address (``AXES_LOCKOUT_CALLABLE``),
+    on the pages' and the admin's login alike: 429, a page saying why and when to try again,
+    and ``Retry-After``."""
+    until = login_unlock_at(request, credentials)
+    address = client_address(request)
+    lockout = Lockout(address or "", until or timezone.now() + cooloff())
+    context = {
+        "address": address,
+        "until": lockout.until,
+        "minutes": math.ceil(lockout.retry_after / 60),
+        "failures": settings.TOOLCORE_LOCKOUT_FAILURES,
+        "window": settings.TOOLCORE_LOCKOUT_MINUTES,
+        "login_url": request.path,
+    }
+    response = render(request, "registration/locked_out.html", context, status=429)
+    response["Retry-After"] = str(lockout.retry_after)
+    return response

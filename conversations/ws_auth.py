@@ -4,7 +4,10 @@
 sent) and ``scope["auth"]``, which says how the user was recognised, so the consumer can check
 every few seconds that it still holds (a revoked token, a logged-out session). It refuses nothing
 itself: the consumer accepts and closes an unauthenticated socket with 4401, so the client
-learns why.
+learns why. A bearer token that fails is counted against the client's address like a REST one
+(``throttle.py``); once the address is locked out, ``scope["auth"]["locked"]`` says so and the
+consumer sends an ``error`` frame (``throttled``, with ``retryAfter``) and closes with 4429
+instead.
 
 Origins (docs/realtime.md, "Authentication"):
 
@@ -38,6 +41,7 @@ from django.utils import timezone
 from .auth import token_authenticate
 from .detached import socket_database
 from .models import ApiToken
+from .throttle import scope_address, token_failure, token_lockout_text
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +94,14 @@ def BrowserOriginValidator(app: Any) -> Any:  # noqa: N802 - named like channels
     return _OriginOrNone(app, allowed)
 
 
-def _token_user(raw: str) -> tuple[Any, dict[str, Any]]:
+def _token_user(raw: str, address: str) -> tuple[Any, dict[str, Any]]:
     row = token_authenticate(raw)
     if row is None:
-        return AnonymousUser(), {"method": None}
+        lockout = token_failure(address)
+        if lockout is None:
+            return AnonymousUser(), {"method": None}
+        locked = {"message": token_lockout_text(lockout), "retryAfter": lockout.retry_after}
+        return AnonymousUser(), {"method": None, "locked": locked}
     return row.user, {"method": "token", "token_id": row.pk}
 
 
@@ -115,7 +123,7 @@ class _SessionRequest:
 def _authenticate(scope: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     raw = bearer_token(scope)
     if raw is not None:
-        return _token_user(raw)  # a header is judged alone, as on REST
+        return _token_user(raw, scope_address(scope))  # a header is judged alone, as on REST
     return _session_user(scope)
 
 

@@ -6,6 +6,7 @@ import pytest
 import redis
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.core.cache import caches
 from django.test import Client
 
 from conversations.auth import token_create
@@ -39,6 +40,25 @@ def _clean_channel_layer(settings):
         if keys:
             client.delete(*keys)
         client.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_failed_credentials(settings):
+    """Each test starts with no failed token check counted: the throttle's cache outlives a
+    test (this process's memory, or Redis; failed logins are rows, rolled back with the test).
+    Emptied before the test, while the cache is the configured one (a test may replace it).
+    """
+    cache = caches[settings.THROTTLE_CACHE]
+    if settings.REDIS_URL:
+        # Not cache.clear(): that empties the whole Redis database, the channel layer's too.
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        keys = client.keys(f"{cache.key_prefix}*")
+        if keys:
+            client.delete(*keys)
+        client.close()
+    else:
+        cache.clear()
+    yield
 
 
 @pytest.fixture

@@ -9,6 +9,12 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-" + "x" * 32)
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
+# Failed credentials lock an address out after TOOLCORE_LOCKOUT_FAILURES of them. The suite
+# sends many bad tokens and passwords from 127.0.0.1 on purpose (the API fuzzer's
+# "authentication enforced", the socket credential tests): the limit is high enough for them
+# (each test starts with no failure counted, tests/conftest.py), and the lockout stays on.
+# tests/security/test_lockout.py sets a small limit and checks the lockout and its reset.
+os.environ.setdefault("TOOLCORE_LOCKOUT_FAILURES", "1000")
 
 from config.settings import *  # noqa: E402, F403
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -92,6 +92,7 @@ def claim_acquire_batch(
     limit: int,
     owner_id: Any = None,
     announce: bool = True,
+    token_for: Callable[[UUID, int], UUID] | None = None,
 ) -> list[Claim]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations when
     given), oldest first, in one transaction. On PostgreSQL one statement picks the calls
@@ -103,6 +104,10 @@ def claim_acquire_batch(
     as ``claim_acquire`` does. A worker passes False and calls :func:`claim_announce` once its
     process started: the claim alone is on the path from ``ready`` to the process.
 
+    ``token_for(call id, generation)``: the claims' tokens, instead of random ones (the host
+    port derives them, ``conversations/claim_tokens.py``); written in the same transaction, so
+    no other transaction ever sees the random ones.
+
     Leases run from the database's now, not this process's: a worker whose clock is wrong
     neither keeps a claim past its lease nor sees another's run out early."""
     with publish.atomic():
@@ -113,6 +118,8 @@ def claim_acquire_batch(
             owner_id=owner_id,
             lease_seconds=settings.TOOLCORE_CLAIM_LEASE,
         )
+        if token_for is not None and claimed:
+            claimed = _tokens_replaced(claimed, token_for)
         claims = [
             Claim(
                 call_id,
@@ -137,6 +144,18 @@ def claim_acquire_batch(
         if announce and claims:
             _announce(claims)
     return claims
+
+
+def _tokens_replaced(
+    claimed: list[tuple[Any, ...]], token_for: Callable[[UUID, int], UUID]
+) -> list[tuple[Any, ...]]:
+    """The rows of ``claim_ready`` with the tokens ``token_for`` gives, written in one
+    statement (the caller's transaction holds the new claims)."""
+    rows = [(row[0], token_for(row[0], row[2]), *row[2:]) for row in claimed]
+    ExecutionClaim.objects.bulk_update(
+        [ExecutionClaim(call_id=row[0], token=row[1]) for row in rows], ["token"]
+    )
+    return rows
 
 
 def claim_announce(claims: Sequence[Claim]) -> None:

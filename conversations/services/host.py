@@ -3,7 +3,10 @@ progress and settles them (docs/subsystems/host_tools.md).
 
 A host holds a call exactly as a worker does: by its claim's token and generation. Every update
 renews the lease in the transaction that folds it; a holder that lost its claim gets
-``StaleClaim`` and changes nothing. Output goes through the per-turn tracker, whose memory is
+``StaleClaim`` and changes nothing. Anything else (a missing id, a core tool's call, another
+owner's, another holder's, a made-up token) is ``NotFound``, the same answer byte for byte, so
+ids cannot be probed: a host claim's token is derived from the call, its generation and the
+holder (``conversations/claim_tokens.py``), which is how a lost claim is told from a probe. Output goes through the per-turn tracker, whose memory is
 the call's ``ToolActivity`` row, so any process may take the next update.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +26,7 @@ from projections.fold import ToolUpdateError, validate_tool_update
 from projections.tool_input import bound_tool_input
 from tools.catalog import CORE_TOOLS, tool_spec
 
+from ..claim_tokens import host_claim_token, host_claim_token_issued
 from ..errors import NotFound, StaleClaim, ValidationFailed
 from ..models import ConversationEvent, ToolCall
 from ..sql.common import maybe_uuid
@@ -70,10 +75,11 @@ class HostUpdated:
 
 
 def host_claim(
-    *, tool_names: Sequence[str], worker: str, limit: int, owner_id: Any
+    *, tool_names: Sequence[str], worker: str, limit: int, owner_id: Any, holder: str
 ) -> list[HostClaim]:
     """Claim up to ``limit`` ``ready`` calls of ``tool_names`` for ``worker``, oldest first:
-    of ``owner_id``'s conversations, or of every owner when it is None.
+    of ``owner_id``'s conversations, or of every owner when it is None. Each claim's token is
+    derived for ``holder`` (``claim_tokens.holder_name``).
 
     Core catalog tools are the server's own workers' to run: naming one is refused
     (``ValidationFailed`` on ``tools``) and nothing is claimed.
@@ -86,7 +92,13 @@ def host_claim(
             field="tools",
         )
     claims = claim_acquire_batch(
-        tool_names=sorted(set(tool_names)), worker=worker, limit=limit, owner_id=owner_id
+        tool_names=sorted(set(tool_names)),
+        worker=worker,
+        limit=limit,
+        owner_id=owner_id,
+        token_for=lambda call_id, generation: host_claim_token(
+            call_id=call_id, generation=generation, holder=holder
+        ),
     )
     taken = []
     for claim in claims:
@@ -111,30 +123,45 @@ def host_claim(
     return taken
 
 
-def _reachable(call_id: Any, owner_id: Any) -> ToolCall:
-    """The unfinished call a host reaches (``owner_id`` None: any owner's). ``NotFound`` when
-    it reaches none; ``StaleClaim`` when the call settled already: no claim holds it now."""
+STALE = (
+    "This claim no longer holds the call: it expired and was recovered, or the call was "
+    "cancelled or settled. Read the call with GET /tool-calls/{id}."
+)
+
+
+def _holds(call: ToolCall, token: UUID, generation: int) -> bool:
+    """Whether the call, as read, is ``running`` under this token and generation."""
+    claim = getattr(call, "claim", None) if call.state == ToolCall.State.RUNNING else None
+    return (
+        claim is not None
+        and claim.generation == generation
+        and hmac.compare_digest(claim.token.bytes, token.bytes)
+    )
+
+
+def _held_call(
+    *, call_id: Any, token: UUID, generation: int, holder: str, owner_id: Any
+) -> ToolCall:
+    """The unfinished call, reached by the asker (``owner_id`` None: any owner's), that the
+    claim ``token`` and ``generation`` holds, the host port having given that claim to
+    ``holder``.
+
+    A claim the port gave ``holder`` for this call and generation that holds no longer is
+    ``StaleClaim`` (it was the asker's, and is lost). Anything else is ``NotFound``, the
+    answer for a missing id, reached without reading the database: a core tool's call (the
+    port never claims one), another owner's, another holder's claim, a made-up token."""
     pk = maybe_uuid(call_id)
-    if pk is None:
+    if pk is None or not host_claim_token_issued(
+        call_id=pk, generation=generation, holder=holder, token=token
+    ):
         raise NotFound("Tool call not found.")
     calls = ToolCall.objects.select_related("claim").filter(pk=pk)
-    events = ConversationEvent.objects.filter(tool_call_id=pk)
     if owner_id is not None:
         calls = calls.filter(conversation__owner_id=owner_id)
-        events = events.filter(conversation__owner_id=owner_id)
     call = calls.first()
-    if call is not None:
-        return call
-    if events.exists():
-        raise StaleClaim("The call has already settled; no claim holds it any more.")
-    raise NotFound("Tool call not found.")
-
-
-def _held(call: ToolCall, token: UUID, generation: int) -> None:
-    """``StaleClaim`` unless the call, as read, is held by this token and generation."""
-    claim = getattr(call, "claim", None) if call.state == ToolCall.State.RUNNING else None
-    if claim is None or claim.token != token or claim.generation != generation:
-        raise StaleClaim("This claim no longer holds the call.")
+    if call is None or not _holds(call, token, generation):
+        raise StaleClaim(STALE)
+    return call
 
 
 def _refused(error: ToolUpdateError) -> ValidationFailed:
@@ -177,16 +204,20 @@ def _checked_update(call: ToolCall, update: Any) -> dict[str, Any]:
 
 
 def host_update(
-    *, call_id: Any, token: UUID, generation: int, update: Any, owner_id: Any
+    *, call_id: Any, token: UUID, generation: int, update: Any, owner_id: Any, holder: str
 ) -> HostUpdated:
     """Fold a host's progress ``update`` into the call's activity and renew its lease, in one
-    transaction; ``StaleClaim`` (nothing changed) unless the claim holds.
+    transaction; unless the claim holds, nothing changes: ``StaleClaim`` for a claim the host
+    port gave ``holder`` that is lost, else ``NotFound`` (``_held_call``). The claim is checked
+    before the update is: what the update may hold depends on the call.
 
     ``update`` holds ``tool.updated`` fields (``status`` only ``pending`` or ``in_progress``);
     ``output`` is the whole output so far, which the tracker turns into an append delta when
     it extends what was sent. Answers the activity's ``rev`` and the new ``expires_at``.
     """
-    call = _reachable(call_id, owner_id)
+    call = _held_call(
+        call_id=call_id, token=token, generation=generation, holder=holder, owner_id=owner_id
+    )
     checked = _checked_update(call, update)
     with publish.atomic():
         # The claim's row stays locked by the renewal until the fold commits: a settlement
@@ -235,9 +266,11 @@ def host_settle(
     details: Any = None,
     with_details: bool = False,
     owner_id: Any,
+    holder: str,
 ) -> ConversationEvent:
-    """Settle a host's call with ``outcome`` and ``content`` blocks; ``StaleClaim`` (nothing
-    changed: no asset row, no file of the winner touched) unless the claim holds.
+    """Settle a host's call with ``outcome`` and ``content`` blocks. Unless the claim holds,
+    nothing changes (no asset row, no file of the winner touched): ``StaleClaim`` for a claim
+    the host port gave ``holder`` that is lost, else ``NotFound`` (``_held_call``).
 
     Text blocks, joined with newlines, are the text the projections summarise. Image blocks
     become files ``images/<n>.<ext>`` of the attempt folder (exclusive, durable) and ``image``
@@ -245,8 +278,9 @@ def host_settle(
     ``details`` when ``with_details``.
     """
     images = {i: _image_bytes(b, i) for i, b in enumerate(content) if b["type"] == "image"}
-    call = _reachable(call_id, owner_id)
-    _held(call, token, generation)  # before a file is written
+    call = _held_call(  # before a file is written
+        call_id=call_id, token=token, generation=generation, holder=holder, owner_id=owner_id
+    )
     folder = attempt_dir(call.conversation_id, call.pk, generation)
     blocks: list[dict[str, Any]] = []
     files: list[AttemptFile] = []

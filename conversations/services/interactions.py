@@ -15,7 +15,6 @@ from tools.catalog import tool_spec
 from tools.models import PermissionRule
 
 from ..errors import (
-    Forbidden,
     NotAwaiting,
     NotFound,
     ResolutionConflict,
@@ -23,6 +22,7 @@ from ..errors import (
     ValidationFailed,
 )
 from ..fields import dumps
+from ..grants import run_commands_require
 from ..models import ConversationEvent, ExecutionClaim, ToolCall
 from . import publish
 from .calls import call_moved
@@ -99,11 +99,8 @@ def _rule_to_save(interaction: Any, rule: int | str | None) -> dict[str, Any] | 
 def _check_approval(call: ToolCall, resolution: dict[str, Any], user: Any) -> None:
     if resolution.get("decision") != "allow":
         return  # refusing never runs anything
-    if tool_spec(call.tool_name).risk == "execute" and not user.has_perm("tools.run_commands"):
-        raise Forbidden(
-            f"Approving {call.tool_name} (it runs programs) needs the permission "
-            "tools.run_commands."
-        )
+    if tool_spec(call.tool_name).risk == "execute":
+        run_commands_require(user=user, doing=f"Approving {call.tool_name} (it runs programs)")
     rule = resolution.get("rule")
     if rule is not None and _rule_to_save(call.interaction, rule) is None:
         count = len(_suggested(call.interaction))

@@ -25,7 +25,8 @@ from projections.units import clean_text
 from tools.models import Launch, ProcessStatus
 from tools.workspaces import WorkspaceRefused, owner_workspace_root, workspace_checked
 
-from ..errors import Forbidden, ValidationFailed, found
+from ..errors import ValidationFailed, found
+from ..grants import run_commands_require
 from ..shapes import iso
 from ..sql import vendor_sql
 from ..storage import data_dir
@@ -83,8 +84,7 @@ def launch_cwd(owner_id: Any, cwd: str) -> Path:
 
 def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str = "") -> Launch:
     """A new launch, waiting for a worker to start it; needs ``tools.run_commands``."""
-    if not owner.has_perm("tools.run_commands"):
-        raise Forbidden("Starting a launch needs the permission tools.run_commands.")
+    run_commands_require(user=owner, doing="Starting a launch")
     name, command, cwd = clean_text(name), clean_text(command), clean_text(cwd)
     launch_cwd(owner.pk, cwd)
     with publish.atomic():

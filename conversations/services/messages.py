@@ -11,6 +11,7 @@ from django.db import IntegrityError
 from projections.units import clean_json, clean_text
 
 from ..errors import CommandConflict, MessageConflict, TurnNotOpen, TurnOpen
+from ..grants import run_commands_require
 from ..models import ConversationEvent, ToolCall, Turn
 from ..shapes import event_wire, settled_call_wire
 from . import publish
@@ -175,13 +176,21 @@ def _command_body(turn: Turn, *, repeated: bool = False) -> dict[str, Any]:
 
 
 def command_post(
-    *, conversation_id: UUID | str, input_id: str, command: str, include_in_context: bool = True
+    *,
+    conversation_id: UUID | str,
+    user: Any,
+    input_id: str,
+    command: str,
+    include_in_context: bool = True,
 ) -> Posted:
     """A user ``!command``: its own turn (``origin = command``) and one ``bash`` call.
 
-    Deduplicated by ``inputId``: the same command again answers the recorded body; another
-    command is ``command_conflict``.
+    Typing a command needs ``tools.run_commands`` (``Forbidden``, nothing written), checked
+    before anything else: the caller has already checked that ``user`` owns the conversation,
+    so another owner's id still answers 404 first. Deduplicated by ``inputId``: the same
+    command again answers the recorded body; another command is ``command_conflict``.
     """
+    run_commands_require(user=user, doing="Typing a command")
     input_id, command = clean_text(input_id), clean_text(command)
     with publish.atomic():
         conversation = conversation_lock(conversation_id)

@@ -25,6 +25,7 @@ def _settings(tmp_path, probe: str = PROBE, **env):
         k: v
         for k, v in os.environ.items()
         if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"}
+        and not k.startswith("TOOLCORE_LOCKOUT_")  # tests/settings.py sets a high limit
     }
     clean.update(DJANGO_SETTINGS_MODULE="config.settings", DATA_DIR=str(tmp_path), **env)
     return subprocess.run(
@@ -92,3 +93,35 @@ def test_secure_cookies_send_the_session_and_csrf_cookies_over_https_only(tmp_pa
     result = _settings(tmp_path, probe=COOKIES_PROBE, **env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == secure
+
+
+THROTTLE_PROBE = (
+    "import django; django.setup(); from django.conf import settings as s; "
+    "c = s.CACHES[s.THROTTLE_CACHE]; "
+    "print(c['BACKEND'].rsplit('.', 1)[1], c.get('LOCATION'), s.AXES_FAILURE_LIMIT, "
+    "int(s.AXES_COOLOFF_TIME.total_seconds()), s.AXES_LOCKOUT_PARAMETERS)"
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "printed"),
+    [
+        ({}, "LocMemCache throttle 5 900 ['ip_address']"),
+        (
+            {
+                "REDIS_URL": "redis://cache.example:6379/0",
+                "TOOLCORE_LOCKOUT_FAILURES": "10",
+                "TOOLCORE_LOCKOUT_MINUTES": "60",
+                "TOOLCORE_LOCKOUT_BY": "address_username",
+            },
+            "RedisCache redis://cache.example:6379/0 10 3600 [['ip_address', 'username']]",
+        ),
+    ],
+)
+def test_the_lockout_settings_and_where_failed_tokens_are_counted(tmp_path, env, printed):
+    """5 failures and 15 minutes by default, per address; failed token checks counted in
+    Redis when REDIS_URL is set (shared by every process), else in the process's memory."""
+    base = {"SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "toolcore.example.com"}
+    result = _settings(tmp_path, probe=THROTTLE_PROBE, **base, **env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == printed

@@ -121,6 +121,9 @@ def test_debug_on_runs_with_the_development_defaults(tmp_path):
         ("TOOLCORE_RETENTION_DAYS", "-3", "must be 1 or more, not -3"),
         ("TOOLCORE_WORKERS", "two", "must be a whole number, not 'two'"),
         ("TOOLCORE_MAX_BODY", "0", "must be 1 or more, not 0"),
+        ("TOOLCORE_LOCKOUT_FAILURES", "0", "must be 1 or more, not 0"),
+        ("TOOLCORE_LOCKOUT_MINUTES", "soon", "must be a whole number, not 'soon'"),
+        ("TOOLCORE_LOCKOUT_BY", "user", "must be address or address_username, not 'user'"),
         ("DEBUG", "maybe", "must be 1/0, true/false, yes/no or on/off, not 'maybe'"),
         ("LOG_LEVEL", "loud", "must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not 'loud'"),
         (

@@ -21,7 +21,14 @@ from conversations.snapshots import _cursor_encode, history_page
 from projections.frames import FRAME_BUDGET_BYTES, PAYLOAD_BUDGET_BYTES
 from projections.tool_output import bound_tool_output
 
-from .api_helpers import API, assert_error, build_world, compact_size, settle_host
+from .api_helpers import (
+    API,
+    assert_error,
+    build_world,
+    compact_size,
+    grant_run_commands,
+    settle_host,
+)
 from .helpers import assistant_calls, new_conversation, open_turn
 
 PAYLOAD_KEYS = ("input", "inputOmitted", "output")
@@ -74,7 +81,8 @@ def test_messages_and_cards_interleave_in_conversation_order(api, user):
     settle_host(c2, text="two")  # 4 response
     assistant_calls(conversation, turn_id, text="both done")  # 5 assistant_message
     turn_end(conversation_id=cid, turn_id=turn_id)  # 6 turn_ended
-    command = command_post(conversation_id=cid, input_id="i1", command="ls -la")
+    grant_run_commands(user)
+    command = command_post(conversation_id=cid, user=user, input_id="i1", command="ls -la")
     (c3,) = command.call_ids
     call_cancel(call_id=c3)  # 7 response, 8 turn_ended
     turn_id = open_turn(conversation)  # 9 user_message

@@ -9,12 +9,23 @@ import pytest
 
 from conversations.models import (
     ConversationEvent,
+    ToolActivity,
     ToolCall,
     Turn,
 )
+from conversations.services.cancel import turn_end
 from conversations.shapes import iso
 
-from .api_helpers import API, ISO_MS, assert_error, events_of, outcome_of, settle_host, state_of
+from .api_helpers import (
+    API,
+    ISO_MS,
+    assert_error,
+    events_of,
+    grant_run_commands,
+    outcome_of,
+    settle_host,
+    state_of,
+)
 from .helpers import new_conversation, open_turn
 
 # --- 3. messages -------------------------------------------------------------------------------
@@ -135,6 +146,7 @@ def test_assistant_message_creates_calls_and_is_idempotent(api, user):
 
 @pytest.mark.django_db
 def test_commands_open_their_own_turn_and_are_deduplicated(api, user):
+    grant_run_commands(user)
     conversation = new_conversation(user)
     url = f"{API}/conversations/{conversation.pk}/commands"
     command = {"inputId": "in-1", "command": "echo hi", "includeInContext": False}
@@ -192,8 +204,62 @@ def test_commands_open_their_own_turn_and_are_deduplicated(api, user):
     assert api.post_json(url, again).status_code == 201
 
 
+def _written(conversation) -> tuple[int, int, int, int]:
+    """What a post may write: turns, calls, activities, events of the conversation."""
+    return (
+        Turn.objects.filter(conversation=conversation).count(),
+        ToolCall.objects.filter(conversation=conversation).count(),
+        ToolActivity.objects.filter(conversation_id=conversation.pk).count(),
+        ConversationEvent.objects.filter(conversation=conversation).count(),
+    )
+
+
+@pytest.mark.django_db
+def test_a_command_needs_run_commands_and_a_refusal_writes_nothing(api, user):
+    """Typing a command needs ``tools.run_commands``, like approving ``bash``: without it the
+    answer is 403 ``forbidden`` and no turn, call, activity or event is written, on the first
+    try and on a repeat; once granted, the same ``inputId`` is a new command (201)."""
+    conversation = new_conversation(user)
+    # A turn opened and ended first: the log has events a refusal must not add to.
+    turn_end(conversation_id=conversation.pk, turn_id=open_turn(conversation))
+    before = _written(conversation)
+    url = f"{API}/conversations/{conversation.pk}/commands"
+    command = {"inputId": "in-1", "command": "whoami", "includeInContext": True}
+    error = assert_error(api.post_json(url, command), 403, "forbidden")
+    assert "tools.run_commands" in error["message"]
+    assert_error(api.post_json(url, command), 403, "forbidden")
+    assert _written(conversation) == before
+    conversation.refresh_from_db()
+    assert conversation.last_sequence == before[3]
+
+    grant_run_commands(user)
+    assert api.post_json(url, command).status_code == 201
+    assert api.post_json(url, command).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_command_to_another_owners_conversation_is_404_before_the_permission(
+    api, user, other_api, other_user
+):
+    """The owner check comes first: without the permission, another owner's conversation and
+    a missing one answer the same 404 (never a 403 that would tell them apart), and nothing
+    is written to either."""
+    conversation = new_conversation(user)
+    body = {"inputId": "in-1", "command": "whoami", "includeInContext": True}
+    theirs = other_api.post_json(f"{API}/conversations/{conversation.pk}/commands", body)
+    missing = other_api.post_json(f"{API}/conversations/{uuid.uuid4()}/commands", body)
+    assert_error(theirs, 404, "not_found")
+    assert theirs.content == missing.content
+    assert _written(conversation) == (0, 0, 0, 0)
+    grant_run_commands(other_user)  # with the permission: still 404, byte for byte
+    again = other_api.post_json(f"{API}/conversations/{conversation.pk}/commands", body)
+    assert (again.status_code, again.content) == (404, missing.content)
+    assert _written(conversation) == (0, 0, 0, 0)
+
+
 @pytest.mark.django_db
 def test_a_command_while_a_user_turn_is_open_is_turn_open(api, user):
+    grant_run_commands(user)
     conversation = new_conversation(user)
     open_turn(conversation)
     url = f"{API}/conversations/{conversation.pk}/commands"

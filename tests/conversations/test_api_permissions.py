@@ -53,6 +53,8 @@ def _model_calls(api, conversation, *calls: tuple[str, Any]) -> list[str]:
 
 
 def _user_command(api, conversation, command: str) -> str:
+    """A command typed by the conversation's owner, who may run commands."""
+    _grant_run_commands(conversation.owner)
     body = {"inputId": f"in-{next(_ids)}", "command": command, "includeInContext": True}
     response = api.post_json(f"{API}/conversations/{conversation.pk}/commands", body)
     assert response.status_code == 201, response.content[:500]

@@ -32,6 +32,7 @@ from .api_helpers import (
     assert_error,
     build_world,
     compact_size,
+    grant_run_commands,
     settle_host,
     state_of,
 )
@@ -393,7 +394,10 @@ def test_applying_the_events_after_a_snapshot_gives_the_next_snapshot(api, user)
     def command_run() -> None:
         # A !command's turn opens without an event (the log has no event for it; see
         # docs/subsystems/api.md, "Snapshot"): the change checked is the command with its end.
-        posted = command_post(conversation_id=cid, input_id=f"i-{uuid.uuid4()}", command="ls")
+        grant_run_commands(user)
+        posted = command_post(
+            conversation_id=cid, user=user, input_id=f"i-{uuid.uuid4()}", command="ls"
+        )
         call_cancel(call_id=posted.call_ids[0])
 
     def async_notice() -> None:

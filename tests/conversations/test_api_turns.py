@@ -192,6 +192,7 @@ def test_a_command_turn_ends_with_its_call_and_its_results_hold_it(api, user, ho
     says ``includeInContext`` and the turn's results hold the call with it."""
     from tools.models import PermissionRule
 
+    grant_run_commands(user)
     conversation = new_conversation(user)
     if how == "denied":
         PermissionRule.objects.create(tool_name="bash", pattern="rm *", decision="deny")

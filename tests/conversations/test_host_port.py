@@ -274,9 +274,10 @@ def test_the_whole_output_becomes_deltas_across_processes(user, api):
     row = ToolActivity.objects.get(tool_call_id=call_id)
     assert (row.raw_length, row.raw_sha1) == (6, _sha1("alpha\n"))
 
-    # The next update reaches "another process": a new client and a new connection, so the
-    # tracker's memory can only come from the row.
-    token = _host_client(user)
+    # The next update reaches "another process": a new client (of the same API token: a claim
+    # belongs to the token that took it) and a new connection, so the tracker's memory can
+    # only come from the row.
+    token = ApiClient(api.defaults["HTTP_AUTHORIZATION"].removeprefix("Bearer "))
     answer = _in_another_thread(lambda: update(token, call_id, held, {"output": "alpha\nbeta\n"}))
     assert answer.status_code == 200, answer.content
     row.refresh_from_db()
@@ -335,7 +336,10 @@ def test_growing_outputs_fold_to_the_bounded_whole(user, api):
 
 
 @pytest.mark.django_db
-def test_a_stale_token_or_generation_is_409_and_changes_nothing(user, api):
+def test_a_token_or_generation_the_port_never_gave_is_404_and_changes_nothing(user, api):
+    """A claim the port never gave (a made-up token, the right token with another generation)
+    is answered as a missing call: 404 and nothing changes (tests/security/
+    test_host_port_probing.py holds the whole matrix)."""
     conversation, _, (call_id,) = ready_host_calls(user)
     held = claim_one(api, call_id)
     assert update(api, call_id, held, {"output": "kept\n"}).status_code == 200
@@ -343,9 +347,9 @@ def test_a_stale_token_or_generation_is_409_and_changes_nothing(user, api):
     wrong_token = {**held, "token": "00000000-0000-4000-8000-000000000000"}
     wrong_generation = {**held, "generation": 2}
     for stale in (wrong_token, wrong_generation):
-        assert_error(update(api, call_id, stale, {"output": "kept\nlost\n"}), 409, "stale_claim")
+        assert_error(update(api, call_id, stale, {"output": "kept\nlost\n"}), 404, "not_found")
         refused = settle(api, call_id, stale, [{"type": "text", "text": "late"}], details={"x": 1})
-        assert_error(refused, 409, "stale_claim")
+        assert_error(refused, 404, "not_found")
         assert snapshot(conversation) == before
     # The holder still holds it.
     assert settle(api, call_id, held, [{"type": "text", "text": "on time"}]).status_code == 200

@@ -110,6 +110,11 @@ def test_the_descriptions_say_what_a_client_must_know(document):
     message = description_of(document, "post", "/conversations/{cid}/messages")
     for words in ("messageId", "message_conflict", "turn_open", "turn_not_open", "512 KiB", "128"):
         assert words in message, words
+    command = description_of(document, "post", "/conversations/{cid}/commands")
+    for words in ("inputId", "command_conflict", "tools.run_commands", "403 `forbidden`"):
+        assert words in command, words
+    responses = document["paths"][API + "/conversations/{cid}/commands"]["post"]["responses"]
+    assert "403" in responses
     info = " ".join(document["info"]["description"].split())
     for words in ("Bearer", "csrf_failed", "WWW-Authenticate", "1 MiB", "`3.0`", "100 levels"):
         assert words in info, words

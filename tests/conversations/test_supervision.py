@@ -13,7 +13,7 @@ from tools.catalog import tool_spec
 from tools.models import PermissionRule
 from tools.permissions import evaluate, specificity
 
-from .api_helpers import API
+from .api_helpers import API, grant_run_commands
 from .helpers import assistant_calls, new_conversation, open_turn
 
 pytestmark = pytest.mark.django_db
@@ -158,8 +158,11 @@ def test_path_rules_match_the_resolved_path(user, settings):
 
 
 def test_a_users_command_treats_ask_as_allow_but_deny_denies(user):
+    grant_run_commands(user)
     conversation = new_conversation(user)
-    posted = command_post(conversation_id=conversation.pk, input_id="i1", command="ls -la")
+    posted = command_post(
+        conversation_id=conversation.pk, user=user, input_id="i1", command="ls -la"
+    )
     call = ToolCall.objects.get(pk=posted.call_ids[0])
     assert call.state == "ready" and call.origin == "user"
     assert call.supervision["decision"] == "ask" and call.supervision["effective"] == "allow"

@@ -13,6 +13,7 @@ from conversations.services.messages import command_post, message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import conversation_dir
 
+from .api_helpers import grant_run_commands
 from .helpers import assistant_calls, new_conversation, open_turn
 
 pytestmark = pytest.mark.django_db
@@ -136,20 +137,27 @@ def test_ending_a_turn_settles_what_is_open_then_appends_one_turn_ended(user):
 
 
 def test_a_command_opens_its_turn_and_ends_it_when_its_call_settles(user):
+    grant_run_commands(user)
     conversation = new_conversation(user)
     posted = command_post(
-        conversation_id=conversation.pk, input_id="in1", command="echo hi", include_in_context=False
+        conversation_id=conversation.pk,
+        user=user,
+        input_id="in1",
+        command="echo hi",
+        include_in_context=False,
     )
     turn = Turn.objects.get(pk=posted.body["turnId"])
     assert (turn.origin, turn.status, turn.include_in_context) == ("command", "open", False)
     assert (
-        command_post(conversation_id=conversation.pk, input_id="in1", command="echo hi").body
+        command_post(
+            conversation_id=conversation.pk, user=user, input_id="in1", command="echo hi"
+        ).body
         == posted.body
     )
     with pytest.raises(CommandConflict):
-        command_post(conversation_id=conversation.pk, input_id="in1", command="rm -rf /")
+        command_post(conversation_id=conversation.pk, user=user, input_id="in1", command="rm -rf /")
     with pytest.raises(TurnOpen):
-        command_post(conversation_id=conversation.pk, input_id="in2", command="ls")
+        command_post(conversation_id=conversation.pk, user=user, input_id="in2", command="ls")
     claim = claim_acquire(call_id=posted.call_ids[0], worker="w")
     call_settle(
         call_id=posted.call_ids[0],
@@ -187,8 +195,11 @@ def test_deleting_a_conversation_cancels_then_removes_everything(user):
 def test_cancelling_a_command_turn_ends_it_with_reason_command(user):
     """A command's turn is its one call: it ends when the call settles, whatever settled it;
     ending it afterwards appends nothing more."""
+    grant_run_commands(user)
     conversation = new_conversation(user)
-    posted = command_post(conversation_id=conversation.pk, input_id="in1", command="sleep 100")
+    posted = command_post(
+        conversation_id=conversation.pk, user=user, input_id="in1", command="sleep 100"
+    )
     turn_id = posted.body["turnId"]
     answer = turn_cancel(conversation_id=conversation.pk, turn_id=turn_id)
     assert answer["results"] == [{"toolCallId": str(posted.call_ids[0]), "outcome": "cancelled"}]
