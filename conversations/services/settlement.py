@@ -186,6 +186,7 @@ def _prepare(
     reason: str | None,
     files: Sequence[AttemptFile],
     store: bool = True,
+    page: dict[str, Any] | None = None,
 ) -> _Prepared:
     """Write and hash the attempt's files; compute the model and transcript projections.
     ``store=False``: write nothing (the arguments are kept bounded only)."""
@@ -233,6 +234,7 @@ def _prepare(
         process=process,
         path=str(output_path if process is not None else result_path),
         artifacts=artifacts,
+        page=page,
     )
     args = call.arguments if isinstance(call.arguments, dict) else {}
     lines = None
@@ -267,6 +269,7 @@ def call_settle(
     supervision: dict[str, Any] | None = None,
     async_run_id: UUID | None = None,
     started_at: datetime | None = None,
+    page: dict[str, Any] | None = None,
 ) -> ConversationEvent:
     """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
 
@@ -275,7 +278,8 @@ def call_settle(
     message of a terminal outcome; ``supervision`` the decision of a call settled while it is
     supervised (everything else settlement reads from the row); ``async_run_id`` the background
     run a ``bash`` call became; ``started_at`` when the run began, for a claim its worker had
-    not announced yet (a run that ended sooner): folded with the end, as ``startedAt``. A
+    not announced yet (a run that ended sooner): folded with the end, as ``startedAt``;
+    ``page`` a log page the model sees through ``project_log_page`` (``async_bash_logs``). A
     command's turn ends with its call.
     """
     call = settling_call_load(call_id)
@@ -295,6 +299,7 @@ def call_settle(
             process=process,
             reason=reason,
             files=files,
+            page=page,
         )
     except FileExistsDifferent as exc:
         raise StaleClaim("Another settlement of this attempt wrote its result first.") from exc

@@ -71,6 +71,8 @@ class HandlerResult:
     text: str | None = None
     items: Sequence[str] | None = None
     process: dict[str, Any] | None = None
+    # A log page (``async_bash_logs``): the keyword arguments of ``project_log_page``.
+    page: dict[str, Any] | None = None
     reason: str | None = None
     files: Sequence[AttemptFile] = ()
     # The handler moved the call on itself and released its claim (``ask_user`` waits for the

@@ -311,6 +311,7 @@ class Worker:
                     files=result.files,
                     async_run_id=result.async_run_id,
                     started_at=started,
+                    page=result.page,
                 )
                 return
             except (OperationalError, InterfaceError):
