@@ -119,6 +119,65 @@ def write_exclusive(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
+def copy_exclusive(source: Path, target: Path) -> None:
+    """Make ``target`` a durable copy of ``source`` as it is now, unless ``target`` exists:
+    then it is kept as it is (an earlier copy of the same source wins, so a retried caller
+    hashes the bytes the first one copied).
+
+    Copied to a private temporary file, flushed (``fdatasync``), hard-linked into place and the
+    folder flushed, as :func:`write_exclusive` does. The source may still be growing (a process
+    appending to it): the copy is the prefix that was there when it was read, and it never
+    changes afterwards.
+    """
+    folder = os.fspath(target.parent)
+    _make_folder(folder)
+    if target.exists():
+        return
+    tmp = f"{folder}/.{target.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        shutil.copyfile(source, tmp)  # copy_file_range / sendfile: no bytes through Python
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another copier linked first: keep it
+            os.link(tmp, os.fspath(target))
+            _sync_folder(folder)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def capture_found(folder: Path) -> list[tuple[Path, str, bool]]:
+    """The capture files of an attempt folder as they are: ``(path, kind, truncated)`` for each
+    of ``stdout.txt``, ``stderr.txt`` and ``output.txt`` that exists (a file at the cap may have
+    lost bytes past it)."""
+    found = []
+    for name, kind in CAPTURE_FILES:
+        path = folder / name
+        with contextlib.suppress(FileNotFoundError):
+            found.append((path, kind, path.stat().st_size >= CAPTURE_MAX_BYTES))
+    return found
+
+
+def capture_snapshot(folder: Path, into: str) -> list[tuple[Path, str, bool]]:
+    """Fixed copies of the capture files of an attempt folder whose process may still be
+    writing (a cancel of a running command, a worker that died), in ``folder/into/``: what was
+    captured when they were read, as ``(path, kind, truncated)``. A copy made before (a retried
+    settlement) is kept. The copies keep their digests whatever the process writes later
+    (docs/decisions.md, "Settlement and files")."""
+    snapshot = []
+    for path, kind, _ in capture_found(folder):
+        copy = folder / into / path.name
+        try:
+            copy_exclusive(path, copy)
+        except FileNotFoundError:  # removed meanwhile (its conversation was deleted)
+            continue
+        snapshot.append((copy, kind, copy.stat().st_size >= CAPTURE_MAX_BYTES))
+    return snapshot
+
+
 def sha256_file(path: Path) -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()

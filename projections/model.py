@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .items import project_items
+from .process import project_log_page
 from .result import PROFILES, project_process, project_terminal, project_text
 
 TERMINAL_OUTCOMES = frozenset({"denied", "cancelled", "indeterminate"})
@@ -35,23 +36,27 @@ def model_content(
     process: dict[str, Any] | None = None,
     path: str | None = None,
     artifacts: Sequence[dict[str, Any]] = (),
+    page: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The model's view of a settled call, as content blocks.
 
     ``denied``, ``cancelled``, ``indeterminate`` and ``failed`` without a result use the
     terminal outcome text whatever the tool. A process result (``process`` holds the keyword
     arguments of ``project_process`` and ``path`` its ``output.txt``) uses the process contract;
-    item results the item-aware strategy (``item_count``: how many items there are in all when
-    ``items`` holds only those an ``ItemCollector`` kept; ``note``: the tool's closing note); any
-    other text the tool's profile.
+    a log page (``page`` holds the keyword arguments of ``project_log_page``) the same profile
+    on the page; item results the item-aware strategy (``item_count``: how many items there are
+    in all when ``items`` holds only those an ``ItemCollector`` kept; ``note``: the tool's closing
+    note); any other text the tool's profile.
     """
-    has_result = text is not None or items is not None or process is not None
+    has_result = text is not None or items is not None or process is not None or page is not None
     if outcome in TERMINAL_OUTCOMES or (outcome == "failed" and not has_result):
         body = project_terminal(
             outcome=outcome, tool_name=tool_name, reason=reason, resource=resource
         )
     elif process is not None:
         body = project_process(path or "", **process)
+    elif page is not None:
+        body = project_log_page(**page)
     elif items is not None or PROFILES[profile].strategy == "item_aware":
         if items is None:
             items = (text or "").splitlines()

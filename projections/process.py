@@ -28,6 +28,12 @@ Rules resolved where the contract leaves room (docs/projections.md):
 * If dropping every line in the contract's order still does not fit (a path of ~3,800 bytes), the
   file's last line goes too; the path is never cut, so only such a path can make the summary
   pass 4,000 bytes.
+
+``project_log_page`` is the same ``process_diagnostics`` profile applied to one page of a log
+(``async_bash_logs``, docs/projections.md "Log pages"): a page whose lines fit 84 lines and
+12,000 bytes is shown whole, followed by its footer; a larger one is summarised within 16 lines
+and 4,000 bytes by the contract's selection and cuts, its lines numbered by their 0-based
+offsets, naming the file and the offset/limit that read the lines not shown next.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from projections.units import (
@@ -328,18 +335,27 @@ def _entry(line: _Line) -> bytes:
 
 
 def _summary(
-    first: str, last: str, total: int, head: list[_Line], diags: list[_Line], tail: list[_Line]
+    first: str,
+    last: str,
+    total: int,
+    head: list[_Line],
+    diags: list[_Line],
+    tail: list[_Line],
+    *,
+    final: int | None = None,
 ) -> str:
-    """Lines 1-4 of the summary, with the entry cap ``C`` and the drop order of the contract."""
+    """Lines 1-4 of the summary, with the entry cap ``C`` and the drop order of the contract.
+    ``total``: the lines summarised; ``final``: the number of the last one (``total``)."""
+    final = total if final is None else final
     kinds = {
         line.number: kind
         for kind, group in (("h", head), ("d", diags), ("t", tail))
         for line in group
     }
     drops = [line.number for line in reversed(head)]
-    drops += [line.number for line in tail if line.number != total]
+    drops += [line.number for line in tail if line.number != final]
     drops += [line.number for line in diags]
-    drops.append(total)  # the file's last line goes only as a last resort (module docstring)
+    drops.append(final)  # the file's last line goes only as a last resort (module docstring)
     entries = {line.number: _entry(line) for line in (*head, *diags, *tail)}
 
     def fixed() -> tuple[bytes, int]:
@@ -363,6 +379,88 @@ def _summary(
         for _, e in sorted(entries.items())
     )
     return (fixed()[0] + body).decode() + last
+
+
+def _fits_inline(lines: Sequence[bytes]) -> bool:
+    """Whether these lines, joined by newlines, fit the inline budget (84 lines, 12,000 bytes)."""
+    size = sum(len(line) for line in lines) + max(0, len(lines) - 1)
+    return len(lines) <= PROCESS_INLINE_LINES and size <= PROCESS_INLINE_BYTES
+
+
+def page_where(offset: int, count: int, total_lines: int) -> str:
+    """Which lines a log page holds, by 0-based offsets."""
+    if not count:
+        return f"No line at offset {offset} ({total_lines} lines)"
+    return f"Lines at offsets {offset}-{offset + count - 1} of {total_lines}"
+
+
+def project_log_page(
+    lines: Sequence[str],
+    *,
+    offset: int,
+    total_lines: int,
+    next_offset: int | None,
+    status: str,
+    stream: str,
+    run_id: str,
+    path: str | os.PathLike[str],
+) -> str:
+    """The model text of one page of an async run's log (``async_bash_logs``).
+
+    ``lines`` are the page's lines as ``projections.logpages.read_page`` gives them (decoded,
+    clean), the first at 0-based ``offset`` of the ``total_lines`` of the file at ``path``.
+    Lines that fit 84 lines and 12,000 UTF-8 bytes (joined by newlines) are shown whole, then
+    the footer ``Lines at offsets A-B of T in the STREAM of async run ID (STATUS).`` (plus
+    `` Continue with offset=N.`` when the file goes on). A larger page is summarised as the
+    process contract says (≤ 16 lines, ≤ 4,000 bytes: head, diagnostics, the page's newest
+    lines), entries numbered by offset::
+
+        {footer's first sentence without its period}: {L} lines, {SIZE}.
+        Showing S of L lines: first H, D diagnostic, last T.
+        {offset}: {text}
+        …
+        Full {stream}: {path} (read the lines not shown from offset={X} with limit={K}, or grep
+        it; do not rerun the command).[ Continue with offset={N}.]
+
+    ``X`` is the offset after the head (the page's first offset when the page has no more than
+    its head); ``K`` the most lines from ``X`` on that fit the inline budget (at least 1).
+    """
+    count = len(lines)
+    where = f"{page_where(offset, count, total_lines)} in the {stream} of async run {run_id}"
+    more = "" if next_offset is None else f" Continue with offset={next_offset}."
+    raws = [line.encode("utf-8", "surrogatepass") for line in lines]
+    if _fits_inline(raws):
+        return "\n".join([*lines, f"{where} ({status}).{more}"])
+    size = sum(len(raw) for raw in raws) + count - 1
+
+    def line_at(i: int) -> _Line:
+        raw = raws[i]
+        return _Line(offset + i, raw[:LINE_KEEP_BYTES], len(raw) > LINE_KEEP_BYTES)
+
+    held = min(HEAD_LINES, count)
+    matches = [i for i in range(held, count - TAIL_LINES) if _DIAGNOSTIC.search(raws[i].lower())]
+    matches = matches[-DIAGNOSTIC_LINES:]
+    shown = set(range(held)) | set(matches)
+    rest = [i for i in range(count) if i not in shown]
+    tail = rest[len(rest) - min(len(rest), TAIL_LINES + DIAGNOSTIC_LINES - len(matches)) :]
+    start = held if held < count else 0
+    fitting = 1
+    while start + fitting < count and _fits_inline(raws[start : start + fitting + 1]):
+        fitting += 1
+    first = f"{where} ({status}): {count} lines, {size_words(size)}."
+    last = (
+        f"Full {stream}: {path_text(path)} (read the lines not shown from offset="
+        f"{offset + start} with limit={fitting}, or grep it; do not rerun the command).{more}"
+    )
+    return _summary(
+        first,
+        last,
+        count,
+        [line_at(i) for i in range(held)],
+        [line_at(i) for i in matches],
+        [line_at(i) for i in tail],
+        final=offset + count - 1,
+    )
 
 
 def _entry_cap(entries: list[bytes], fixed: int) -> int | None:

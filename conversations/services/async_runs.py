@@ -8,6 +8,12 @@ last 4 KiB of each stream, and the capture files as assets, hashed then: a growi
 fixed digest before). Notices not yet acknowledged form the conversation's queue. A run whose
 watcher stopped renewing its heartbeat (a worker killed with ``kill -9``) becomes ``lost``, with
 its notice, at the next sweep.
+
+A notice always follows its call's ``tool_call_response`` in the conversation's sequence: the
+finishing transaction, with the conversation row locked, checks that the response exists and
+otherwise writes nothing (``CallNotSettled``: the watcher tries again once the call settled,
+recovery at a later sweep). A quick command can end before its call's settlement commits; the
+order is so a fact of the database, not of timing.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from tools.models import AsyncRun, ProcessStatus
 
 from ..models import Asset, Conversation, ConversationEvent
 from ..sql import vendor_sql
-from ..storage import CAPTURE_FILES, CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE, data_dir
+from ..storage import CAPTURE_MEDIA_TYPE, capture_found, capture_snapshot, data_dir
 from . import publish
 from .events import event_append
 from .queue import publish_queue_changed
@@ -35,6 +41,13 @@ from .runners import RUN_KILL, announce
 from .settlement import AttemptFile, asset_row
 
 TAIL_BYTES = 4096
+# Where the notice of a lost run fixes what its process had captured (it may still be writing
+# until a sweep on its host kills it), in the run's folder.
+LOST_CAPTURE = "lost"
+
+
+class CallNotSettled(Exception):
+    """The run's call has no response yet: its notice must wait, to follow the response."""
 
 
 def async_run_start(
@@ -91,15 +104,17 @@ def _tail(path: Path) -> str:
     return clean_text(utf8_prefix(data[start:], TAIL_BYTES).decode("utf-8", "replace"))
 
 
-def _capture_files(folder: Path) -> list[AttemptFile]:
-    """The capture files of a run's folder as they are (a file at the cap may have lost bytes)."""
-    found = []
-    for name, kind in CAPTURE_FILES:
-        path = folder / name
-        if path.exists():
-            truncated = path.stat().st_size >= CAPTURE_MAX_BYTES
-            found.append(AttemptFile(path, kind, CAPTURE_MEDIA_TYPE, truncated))
-    return found
+def _capture_files(folder: Path, *, lost: bool) -> list[AttemptFile]:
+    """The capture files of a run's folder as they are (a file at the cap may have lost bytes);
+    fixed copies for a lost run, whose process may still be writing."""
+    found = capture_snapshot(folder, LOST_CAPTURE) if lost else capture_found(folder)
+    return [AttemptFile(path, kind, CAPTURE_MEDIA_TYPE, cut) for path, kind, cut in found]
+
+
+def _call_settled(tool_call_id: Any) -> bool:
+    return ConversationEvent.objects.filter(
+        tool_call_id=tool_call_id, type=ConversationEvent.Type.TOOL_CALL_RESPONSE
+    ).exists()
 
 
 def async_run_finish(
@@ -116,12 +131,16 @@ def async_run_finish(
     """End a running run: its row, its ``async_bash_event`` and its assets in one transaction,
     then ``queue.changed``. ``files``: its capture files with their truncation as the capture
     knows it (default: the folder's, as they are). None when the run was not running any more
-    (another ended it)."""
+    (another ended it). ``CallNotSettled``, writing nothing, while the run's call has no
+    ``tool_call_response``: the notice is to follow it."""
     run = AsyncRun.objects.filter(pk=run_id, status=ProcessStatus.RUNNING).first()
     if run is None:
         return None
+    if not _call_settled(run.tool_call_id):  # early, before hashing: checked again below
+        raise CallNotSettled(str(run.tool_call_id))
     folder = data_dir() / run.folder
-    files = _capture_files(folder) if files is None else files
+    if files is None:
+        files = _capture_files(folder, lost=status == ProcessStatus.LOST)
     assets = [
         asset_row(f.path, f.kind, f.media_type, f.truncated, asset_id=f.asset_id) for f in files
     ]
@@ -159,6 +178,10 @@ def async_run_finish(
         # the conversation and then deletes its runs. Deleted meanwhile: nothing to end.
         if not _conversation_locked(run.conversation_id):
             return None
+        # With the conversation locked no response can be appended meanwhile: the notice takes
+        # a later sequence than the call's response, or waits.
+        if not _call_settled(run.tool_call_id):
+            raise CallNotSettled(str(run.tool_call_id))
         ended = AsyncRun.objects.filter(pk=run.pk, status=ProcessStatus.RUNNING).update(
             status=status,
             exit_code=exit_code,
@@ -210,13 +233,19 @@ def async_runs_stale() -> list[UUID]:
 
 def async_run_lose(*, run_id: Any) -> AsyncRun | None:
     """A run whose watcher stopped: ``lost``, with its notice (the files as far as they were
-    captured); the run as it was, or None when it had ended meanwhile."""
+    captured, fixed); the run as it was, or None when it had ended meanwhile. A run whose call
+    has not settled yet (its worker died before settling it; recovery settles the call once
+    its claim expired) waits for a later sweep: its notice follows the call's response."""
     run = AsyncRun.objects.filter(pk=run_id, status=ProcessStatus.RUNNING).first()
     if run is None:
         return None
-    if async_run_finish(run_id=run.pk, status=ProcessStatus.LOST, exit_code=None, signal=None):
-        return run
-    return None
+    try:
+        ended = async_run_finish(
+            run_id=run.pk, status=ProcessStatus.LOST, exit_code=None, signal=None
+        )
+    except CallNotSettled:
+        return None
+    return run if ended else None
 
 
 def async_runs_lost() -> list[AsyncRun]:

@@ -10,10 +10,9 @@ from ..errors import InvalidTransition, NotFound, StaleClaim
 from ..models import ConversationEvent, ToolCall, Turn
 from . import publish
 from .events import conversation_lock
-from .settlement import GenerationGuard, call_settle
+from .settlement import INDETERMINATE_REASON, GenerationGuard, call_settle
 from .turns import turn_close
 
-INDETERMINATE_REASON = "Stopped; the external effect could not be confirmed."
 APPROVAL_DENIED = "Approval denied."
 
 

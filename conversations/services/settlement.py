@@ -37,8 +37,10 @@ from ..shapes import iso
 from ..sql import vendor_sql
 from ..sql.common import AssetRow, SettlingCall, maybe_uuid, settling_call_load
 from ..storage import (
+    CAPTURE_MEDIA_TYPE,
     FileExistsDifferent,
     attempt_relative,
+    capture_snapshot,
     data_dir,
     relative_to_data,
     sha256_file,
@@ -55,6 +57,9 @@ from .turns import turn_close
 logger = logging.getLogger(__name__)
 
 _AWAITING = frozenset({ToolCall.State.AWAITING_APPROVAL, ToolCall.State.AWAITING_INPUT})
+INDETERMINATE_REASON = "Stopped; the external effect could not be confirmed."
+# Where an indeterminate settlement fixes what the stopped attempt captured, in its folder.
+STOPPED_CAPTURE = "stopped"
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,30 @@ def _prepare_unstored(
         return _prepare(call, outcome=outcome, reason=reason, files=(), **bare)
 
 
+def _stopped_capture(folder: Path) -> list[AttemptFile]:
+    """What a stopped attempt captured (cancelled while running, or its worker died), as fixed
+    copies: its process may still write for a while (a cancel kills it after the settlement;
+    a dead worker's group is killed by the next sweep on its host), and an asset's digest must
+    hold forever."""
+    return [
+        AttemptFile(path, kind, CAPTURE_MEDIA_TYPE, truncated)
+        for path, kind, truncated in capture_snapshot(folder, STOPPED_CAPTURE)
+    ]
+
+
+def _captured_reason(reason: str | None, assets: Sequence[AssetRow]) -> str:
+    """An indeterminate outcome's reason, saying how much output its process captured before
+    the stop and where it is (its ``output`` asset), when it captured any."""
+    reason = reason or INDETERMINATE_REASON
+    output = next((a for a in assets if a.kind == "output"), None)
+    if output is None:
+        return reason
+    if output.size == 0:
+        return f"{reason} No output was captured before the stop."
+    amount = "1 byte of output was" if output.size == 1 else f"{output.size:,} bytes of output were"
+    return f"{reason} {amount} captured before the stop: {data_dir() / output.path}"
+
+
 def _prepare(
     call: SettlingCall,
     *,
@@ -188,6 +217,7 @@ def _prepare(
     store: bool = True,
     item_count: int | None = None,
     note: str | None = None,
+    page: dict[str, Any] | None = None,
 ) -> _Prepared:
     """Write and hash the attempt's files; compute the model and transcript projections.
     ``store=False``: write nothing (the arguments are kept bounded only)."""
@@ -208,10 +238,14 @@ def _prepare(
         prepared.assets.append(
             asset_row(path, kind, "application/json", data=data, relative=f"{relative}/{name}")
         )
+    if store and outcome == "indeterminate" and not files:
+        files = _stopped_capture(folder)
     for item in files:
         prepared.assets.append(
             asset_row(item.path, item.kind, item.media_type, item.truncated, asset_id=item.asset_id)
         )
+    if outcome == "indeterminate":
+        reason = _captured_reason(reason, prepared.assets)
     output_path = folder / "output.txt"
     # Labelled by their path in the attempt folder (``images/1.png``), named absolute.
     artifacts = [
@@ -237,6 +271,7 @@ def _prepare(
         process=process,
         path=str(output_path if process is not None else result_path),
         artifacts=artifacts,
+        page=page,
     )
     args = call.arguments if isinstance(call.arguments, dict) else {}
     lines = None
@@ -274,6 +309,7 @@ def call_settle(
     supervision: dict[str, Any] | None = None,
     async_run_id: UUID | None = None,
     started_at: datetime | None = None,
+    page: dict[str, Any] | None = None,
 ) -> ConversationEvent:
     """Settle one call exactly once; a loser changes nothing and gets ``StaleClaim`` (409).
 
@@ -285,7 +321,8 @@ def call_settle(
     message of a terminal outcome; ``supervision`` the decision of a call settled while it is
     supervised (everything else settlement reads from the row); ``async_run_id`` the background
     run a ``bash`` call became; ``started_at`` when the run began, for a claim its worker had
-    not announced yet (a run that ended sooner): folded with the end, as ``startedAt``. A
+    not announced yet (a run that ended sooner): folded with the end, as ``startedAt``;
+    ``page`` a log page the model sees through ``project_log_page`` (``async_bash_logs``). A
     command's turn ends with its call.
     """
     call = settling_call_load(call_id)
@@ -307,6 +344,7 @@ def call_settle(
             process=process,
             reason=reason,
             files=files,
+            page=page,
         )
     except FileExistsDifferent as exc:
         raise StaleClaim("Another settlement of this attempt wrote its result first.") from exc

@@ -13,31 +13,43 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from conversations.models import Asset, Conversation, ConversationEvent
+from conversations.models import Asset, Conversation, ConversationEvent, ExecutionClaim
 from conversations.selectors import turn_results
 from conversations.services.async_runs import (
     TAIL_BYTES,
+    CallNotSettled,
     async_run_finish,
     async_run_start,
     async_runs_heartbeat,
 )
+from conversations.services.claims import claim_acquire
 from conversations.services.queue import queue_ack
 from conversations.services.recovery import recover_all
-from conversations.storage import attempt_relative, data_dir
-from tools.models import AsyncRun
+from conversations.services.settlement import ClaimGuard, call_settle
+from conversations.storage import absolute_from_data, attempt_relative, data_dir, sha256_file
+from tools.models import AsyncRun, PermissionRule
 
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, expire_claim, new_conversation, open_turn
 
 pytestmark = pytest.mark.django_db
 
 
-def _run(user, *, stdout: bytes = b"", stderr: bytes = b"", output: bytes | None = None):
-    """A background run of a settled ``bash`` call, its capture files written as a capture
-    leaves them."""
+def _run(
+    user,
+    *,
+    stdout: bytes = b"",
+    stderr: bytes = b"",
+    output: bytes | None = None,
+    settled: bool = True,
+):
+    """A background run of a ``bash`` call, its capture files written as a capture leaves
+    them; the call settled as a promotion settles it (``settled``), or still running."""
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
     (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": "make"})).call_ids
-    folder = attempt_relative(conversation.pk, call_id, 1)
+    claim = claim_acquire(call_id=call_id, worker="w")
+    folder = attempt_relative(conversation.pk, call_id, claim.generation)
     (data_dir() / folder).mkdir(parents=True)
     for name, data in (
         ("stdout.txt", stdout),
@@ -57,6 +69,14 @@ def _run(user, *, stdout: bytes = b"", stderr: bytes = b"", output: bytes | None
         pgid=4242,
         process_start=123,
     )
+    if settled:
+        call_settle(
+            call_id=call_id,
+            outcome="completed",
+            guard=ClaimGuard(claim.token, claim.generation),
+            text=f"Running in background as async run {run.pk}.",
+            async_run_id=run.pk,
+        )
     return conversation, turn_id, run
 
 
@@ -93,10 +113,6 @@ def test_a_finished_run_leaves_one_notice_with_its_assets_and_tails(user):
 
 def test_the_queue_holds_the_notice_until_acknowledged(user):
     conversation, turn_id, run = _run(user, stdout=b"done\n")
-    # The call settled meanwhile (promoted): the turn's results carry the queue.
-    from conversations.services.cancel import call_cancel
-
-    call_cancel(call_id=run.tool_call_id)
     event = async_run_finish(run_id=run.pk, status="exited", exit_code=0, signal=None)
     queue = turn_results(conversation.pk, turn_id)["queue"]
     assert [n["sequence"] for n in queue] == [event.sequence]
@@ -158,3 +174,58 @@ def _finish_in_own_connection(run_id, finished: list) -> None:
         )
     finally:
         connections.close_all()
+
+
+def test_a_notice_waits_for_its_calls_response_and_follows_it(user):
+    """A quick command can end before its call's settlement commits: the notice is not
+    written before the response (it would take a lower sequence), but once the response is
+    there, after it."""
+    conversation, _, run = _run(user, stdout=b"done\n", settled=False)
+    before = Conversation.objects.get(pk=conversation.pk).last_sequence
+    with pytest.raises(CallNotSettled):
+        async_run_finish(run_id=run.pk, status="exited", exit_code=0, signal=None)
+    run.refresh_from_db()
+    assert run.status == "running" and run.notice_sequence is None
+    assert Conversation.objects.get(pk=conversation.pk).last_sequence == before
+    assert not Asset.objects.filter(tool_call_id=run.tool_call_id).exists()
+    claim = ExecutionClaim.objects.get(call_id=run.tool_call_id)
+    response = call_settle(
+        call_id=run.tool_call_id,
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        text=f"Running in background as async run {run.pk}.",
+        async_run_id=run.pk,
+    )
+    notice = async_run_finish(run_id=run.pk, status="exited", exit_code=0, signal=None)
+    assert response.sequence < notice.sequence
+
+
+def test_a_lost_run_waits_for_its_call_and_fixes_what_it_captured(user, settings):
+    """The worker died before settling the call it promoted: recovery settles the call first
+    (once its claim expired), then the run is lost with its notice, after the response. The
+    notice's assets are fixed copies: the orphan process may go on writing until a sweep on
+    its host kills it, and the assets still verify."""
+    settings.TOOLCORE_CLAIM_LEASE = 30
+    conversation, _, run = _run(user, stdout=b"half of it\n", settled=False)
+    AsyncRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=31))
+    assert not [a for a in recover_all() if "async run" in a.action]  # its call is still held
+    run.refresh_from_db()
+    assert run.status == "running"
+    expire_claim(run.tool_call_id)
+    actions = [str(a) for a in recover_all()]
+    assert actions[0] == f"{run.tool_call_id}: settled indeterminate (claim expired)"
+    assert f"{run.tool_call_id}: async run {run.pk} lost (its watcher stopped)" in actions
+    response = ConversationEvent.objects.get(tool_call_id=run.tool_call_id)
+    notice = ConversationEvent.objects.get(type="async_bash_event")
+    assert response.sequence < notice.sequence
+    with (data_dir() / run.folder / "output.txt").open("ab") as still_running:
+        still_running.write(b"written later\n")
+    for event, folder in ((response, "stopped"), (notice, "lost")):
+        assets = Asset.objects.filter(event=event)
+        assert {a.kind for a in assets} == {"stdout", "stderr", "output"}
+        for asset in assets:
+            assert f"/{folder}/" in asset.path
+            assert sha256_file(absolute_from_data(asset.path)) == asset.sha256
+    text = response.payload["modelContent"][0]["text"]
+    output = Asset.objects.get(event=response, kind="output")
+    assert f"11 bytes of output were captured before the stop: {data_dir() / output.path}" in text

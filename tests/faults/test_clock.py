@@ -24,6 +24,9 @@ from tools.workspaces import conversation_workspace
 
 from .helpers import assert_intact, settled_once
 
+# Runs until a file ``stop`` appears in the workspace (the allow-all rule of the test covers
+# each of its simple commands).
+HOLD = "while [ ! -f stop ]; do sleep 0.1; done; echo held"
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 LEASE_SECONDS = 3
@@ -58,8 +61,7 @@ def test_a_worker_an_hour_ahead_neither_steals_nor_keeps_a_claim(user):
     workspace = conversation_workspace(conversation)
     workspace.mkdir(parents=True)
     turn_id = open_turn(conversation)
-    (workspace / "hold.sh").write_text("while [ ! -f stop ]; do sleep 0.1; done; echo held\n")
-    (held,) = assistant_calls(conversation, turn_id, ("bash", {"command": "sh hold.sh"})).call_ids
+    (held,) = assistant_calls(conversation, turn_id, ("bash", {"command": HOLD})).call_ids
     honest = worker_process("w-honest", lease_seconds=LEASE_SECONDS, concurrency=1)
     ahead = None
     try:

@@ -36,6 +36,9 @@ from tools.workspaces import conversation_workspace
 
 from .helpers import assert_intact, settled_once
 
+# Runs until a file ``stop`` appears in the workspace (the allow-all rule of the test covers
+# each of its simple commands).
+HOLD = "while [ ! -f stop ]; do sleep 0.1; done; echo finished"
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 LEASE_SECONDS = 6
@@ -159,11 +162,8 @@ def test_a_worker_whose_connection_is_terminated_while_settling_tries_again(user
     conversation = new_conversation(user)
     workspace = conversation_workspace(conversation)
     workspace.mkdir(parents=True)
-    (workspace / "hold.sh").write_text("while [ ! -f stop ]; do sleep 0.1; done; echo finished\n")
     turn_id = open_turn(conversation)
-    (call_id,) = assistant_calls(
-        conversation, turn_id, ("bash", {"command": "sh hold.sh"})
-    ).call_ids
+    (call_id,) = assistant_calls(conversation, turn_id, ("bash", {"command": HOLD})).call_ids
     worker = worker_process("w-cut", lease_seconds=LEASE_SECONDS)
     try:
         wait_for(lambda: ExecutionClaim.objects.filter(call_id=call_id).exists(), 30)

@@ -1,14 +1,19 @@
 """``kill -9`` of a ``runworker_tools`` process while its calls run and while it settles them;
 another worker recovers: every call settled exactly once, nothing lost, the invariants hold.
-Real processes sharing the test database (SQLite or PostgreSQL) and ``DATA_DIR``."""
+What a stopped command captured is evidence linked to its ``indeterminate`` response, not an
+orphan. Real processes sharing the test database (SQLite or PostgreSQL) and ``DATA_DIR``."""
 
 from __future__ import annotations
 
 import signal
 
 import pytest
+from django.contrib.auth.models import Permission
 
-from conversations.models import ConversationEvent, ExecutionClaim
+from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolCall
+from conversations.orphans import orphan_folders
+from conversations.services.interactions import call_resolve
+from conversations.storage import absolute_from_data, data_dir, sha256_file
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.tools.worker_helpers import stop_worker, wait_for, worker_process
 from tools.models import PermissionRule
@@ -32,6 +37,16 @@ def _conversation(user):
     return conversation, open_turn(conversation)
 
 
+def _approve(user, call_ids) -> None:
+    """Approve the calls the permission port asks about (a compound command)."""
+    user.user_permissions.add(Permission.objects.get(codename="run_commands"))
+    user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
+    approval = {"kind": "approval", "decision": "allow", "persist": False}
+    for call_id in call_ids:
+        if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
+            call_resolve(call_id=call_id, user=user, request_id="ok", resolution=approval)
+
+
 def _kill(process) -> None:
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -40,8 +55,11 @@ def _kill(process) -> None:
 def test_kill_9_while_calls_run(user):
     conversation, turn_id = _conversation(user)
     sleeps = assistant_calls(
-        conversation, turn_id, *[("bash", {"command": f"sleep 60 # {n}"}) for n in range(3)]
+        conversation,
+        turn_id,
+        *[("bash", {"command": f"echo started {n}; sleep 60"}) for n in range(3)],
     ).call_ids
+    _approve(user, sleeps)
     dying = worker_process("w-dies", lease_seconds=LEASE_SECONDS)
     try:
         wait_for(lambda: ExecutionClaim.objects.filter(pgid__isnull=False).count() == 3, 30)
@@ -65,7 +83,27 @@ def test_kill_9_while_calls_run(user):
     payloads = settled_once(calls)
     assert [payloads[str(c)]["outcome"] for c in sleeps] == ["indeterminate"] * 3
     assert [payloads[str(c)]["outcome"] for c in later] == ["completed"] * 2
-    assert_intact()
+    for n, call_id in enumerate(sleeps):
+        _assert_capture_linked(call_id, f"started {n}\n".encode())
+    # Nothing a crash left is an orphan once recovery settled its call: no purge step.
+    assert not list(orphan_folders())
+    assert_intact(purge=False)
+
+
+def _assert_capture_linked(call_id, output: bytes) -> None:
+    """The lost attempt's captures are assets of the response, as found (fixed copies), with
+    their sizes and digests; the model text says how much output was captured."""
+    response = ConversationEvent.objects.get(tool_call_id=call_id)
+    assets = {a.kind: a for a in Asset.objects.filter(event=response)}
+    assert set(assets) == {"stdout", "stderr", "output"}
+    for asset in assets.values():
+        path = absolute_from_data(asset.path)
+        assert "/stopped/" in asset.path
+        assert path.stat().st_size == asset.size and sha256_file(path) == asset.sha256
+    assert absolute_from_data(assets["output"].path).read_bytes() == output
+    text = response.payload["modelContent"][0]["text"]
+    where = data_dir() / assets["output"].path
+    assert f"{len(output)} bytes of output were captured before the stop: {where}" in text
 
 
 def test_kill_9_while_settling(user):
@@ -98,4 +136,8 @@ def test_kill_9_while_settling(user):
     for call_id in calls[:20]:  # reads are replay-safe: run again when their claim expired
         assert payloads[str(call_id)]["outcome"] == "completed"
     assert settled_before < len(calls)  # the kill did interrupt the stream
+    # Only the attempts that did not settle are orphans (a read run again leaves its first
+    # attempt's folder); a command settled indeterminate links what it captured.
+    stopped = {str(c) for c in calls[20:] if payloads[str(c)]["outcome"] == "indeterminate"}
+    assert not [o for o in orphan_folders() if o.path.parent.name in stopped]
     assert_intact()

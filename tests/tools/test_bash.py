@@ -3,6 +3,7 @@ cancel that kills, the environment. Real processes, real database."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -13,8 +14,10 @@ from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolA
 from conversations.selectors import turn_results
 from conversations.services.cancel import call_cancel
 from conversations.services.interactions import call_resolve
-from conversations.storage import absolute_from_data, data_dir
+from conversations.storage import absolute_from_data, data_dir, sha256_file
+from tests.conversations.admin_helpers import call_page_url, client_of
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.factories import StaffFactory
 from tools.models import AsyncRun
 from tools.runtime.processes import group_has_live_member
 from tools.runtime.registry import HANDLERS
@@ -235,3 +238,149 @@ def test_a_worker_kills_what_dead_workers_left_on_its_host_only(user):
         stranger.kill()
         orphan.wait()
         stranger.wait()
+
+
+# --- promotion: always an async run, its notice after the call's response ---------------------
+
+PROMOTION_ROUNDS = 12
+
+
+def _promoted(conversation, call_id) -> tuple[ConversationEvent, ConversationEvent]:
+    """The call's response and its run's notice (waited for)."""
+    response = wait_for(
+        lambda: ConversationEvent.objects.filter(tool_call_id=call_id).first(), timeout=15
+    )
+    notice = wait_for(
+        lambda: ConversationEvent.objects.filter(
+            conversation=conversation, type="async_bash_event"
+        ).first(),
+        timeout=15,
+    )
+    return response, notice
+
+
+@pytest.mark.parametrize("command", ["true", "seq 1 250"])
+def test_a_background_command_that_exits_at_once_is_an_async_run_noticed_after_its_response(
+    user, command
+):
+    """``run_in_background: true`` is always an async run, even when the process has exited
+    by the time the worker looks, and its ``async_bash_event`` follows the call's response in
+    the sequence. Both used to race: the quick command settled in the foreground with no run,
+    or its notice was appended before the response."""
+    with running_worker(handlers=HANDLERS):
+        for _ in range(PROMOTION_ROUNDS):
+            conversation, _, call_id = _call(
+                user, "bash", {"command": command, "run_in_background": True}
+            )
+            response, notice = _promoted(conversation, call_id)
+            run = AsyncRun.objects.get(tool_call_id=call_id)
+            assert response.payload["asyncRunId"] == str(run.pk)
+            assert response.payload["modelContent"][0]["text"] == (
+                f"Running in background as async run {run.pk}."
+            )
+            assert notice.payload["asyncRunId"] == str(run.pk)
+            assert response.sequence < notice.sequence
+            assert run.notice_sequence == notice.sequence and run.status == "exited"
+
+
+def test_a_promoted_foreground_command_is_noticed_after_its_response(user, settings):
+    settings.TOOLCORE_PROMOTE_AFTER = 1
+    with running_worker(handlers=HANDLERS):
+        for _ in range(3):
+            conversation, _, call_id = _call(user, "bash", {"command": "sleep 1.1; seq 1 250"})
+            response, notice = _promoted(conversation, call_id)
+            run = AsyncRun.objects.get(tool_call_id=call_id)
+            assert response.payload["asyncRunId"] == str(run.pk)
+            assert response.sequence < notice.sequence
+            assert notice.payload["modelContent"][0]["text"].startswith(
+                "Process exit code 0. Output: 250 lines"
+            )
+
+
+# --- async_bash_logs: the process_diagnostics profile on the page -----------------------------
+
+
+def test_async_bash_logs_shows_a_page_that_fits_and_summarises_a_larger_one(user):
+    """100 lines of 600 characters: the default page (the last 100 lines) reached the model as
+    the first 39 lines, 23,956 bytes, naming the page's result.json. It is summarised within 16
+    lines and 4,000 bytes, naming the run's output.txt and where to read on; a page that fits
+    (19 of these lines) is shown whole."""
+    script = "for i in $(seq 1 100); do printf '%03d %0596d\\n' $i 0; done; sleep 0.5"
+    with running_worker(handlers=HANDLERS):
+        conversation, _, call_id = _call(
+            user, "bash", {"command": script, "run_in_background": True}
+        )
+        run_id = wait_for(lambda: response_of(call_id))["asyncRunId"]
+        wait_for(lambda: AsyncRun.objects.filter(pk=run_id, status="exited").exists())
+        _, _, large = _call(user, "async_bash_logs", {"id": run_id}, conversation=conversation)
+        _, _, small = _call(
+            user,
+            "async_bash_logs",
+            {"id": run_id, "offset": 2, "limit": 19},
+            conversation=conversation,
+        )
+        summary = wait_for(lambda: response_of(large))["modelContent"][0]["text"]
+        whole = wait_for(lambda: response_of(small))["modelContent"][0]["text"]
+    output = data_dir() / AsyncRun.objects.get(pk=run_id).folder / "output.txt"
+    rows = summary.split("\n")
+    assert len(rows) <= 16 and len(summary.encode()) <= 4000
+    assert rows[0] == (
+        f"Lines at offsets 0-99 of 100 in the output of async run {run_id} (exited): "
+        "100 lines, 58.7 KiB."
+    )
+    assert rows[1] == "Showing 13 of 100 lines: first 2, 0 diagnostic, last 11."
+    assert [row.split(": ", 1)[0] for row in rows[2:-1]] == ["0", "1", *map(str, range(89, 100))]
+    assert rows[-1] == (
+        f"Full output: {output} (read the lines not shown from offset=2 with limit=19, "
+        "or grep it; do not rerun the command)."
+    )
+    assert "result.json" not in summary
+    lines = [f"{n:03d} " + "0" * 596 for n in range(3, 22)]
+    assert whole == "\n".join(
+        [
+            *lines,
+            f"Lines at offsets 2-20 of 100 in the output of async run {run_id} (exited). "
+            "Continue with offset=21.",
+        ]
+    )
+
+
+# --- what a stopped command captured: evidence, verifiable forever ----------------------------
+
+
+def test_a_cancelled_commands_capture_is_linked_and_stays_verifiable(user, api):
+    """A cancel settles a running command ``indeterminate`` at once; its process is killed
+    after (SIGTERM, SIGKILL 5 s later: this one ignores SIGTERM and writes all along). What it
+    had captured is linked as fixed copies, so the assets still verify once the process has
+    written more, and the model is told how much was captured."""
+    script = "trap '' TERM; while :; do echo yes; done"
+    with running_worker(handlers=HANDLERS):
+        _, _, call_id = _call(user, "bash", {"command": script})
+        claim = wait_for(
+            lambda: ExecutionClaim.objects.filter(call_id=call_id, pgid__isnull=False).first()
+        )
+        original = wait_for(lambda: next(data_dir().rglob(f"{call_id}/g*/output.txt"), None))
+        wait_for(lambda: original.stat().st_size > 1000)
+        assert call_cancel(call_id=call_id)["outcome"] == "indeterminate"
+        response = ConversationEvent.objects.get(tool_call_id=call_id)
+        assets = {a.kind: a for a in Asset.objects.filter(event=response)}
+        wait_for(lambda: _group_gone(claim.pgid), timeout=10)
+    assert set(assets) == {"stdout", "stderr", "output"}
+    output = assets["output"]
+    assert output.path.endswith("/stopped/output.txt")
+    assert original.stat().st_size > output.size  # it went on writing after the settlement
+    text = response.payload["modelContent"][0]["text"]
+    where = data_dir() / output.path
+    assert (
+        f"Reason: Stopped; the external effect could not be confirmed. {output.size:,} bytes "
+        f"of output were captured before the stop: {where}"
+    ) in text
+    for asset in assets.values():
+        served = api.get(f"/api/v1/assets/{asset.pk}")
+        assert served.status_code == 200, served.content[:300]
+        body = b"".join(served.streaming_content)
+        assert len(body) == asset.size and hashlib.sha256(body).hexdigest() == asset.sha256
+        assert sha256_file(absolute_from_data(asset.path)) == asset.sha256
+    # Support staff see them on the call's page.
+    page = client_of(StaffFactory()).get(call_page_url(call_id)).content.decode()
+    assert all(a.sha256 in page for a in assets.values())

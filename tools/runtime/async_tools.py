@@ -13,6 +13,7 @@ from django.conf import settings
 from conversations.services.async_runs import async_run_kill
 from conversations.storage import CAPTURE_MAX_BYTES, data_dir
 from projections.logpages import PageParamError, read_page
+from projections.process import page_where
 from tools.models import AsyncRun, ProcessStatus
 
 from .base import CallContext, HandlerResult, ToolError
@@ -45,21 +46,29 @@ def _page(run: AsyncRun, stream: str, offset: int | None, limit: int) -> dict[st
 
 
 async def async_bash_logs(ctx: CallContext) -> HandlerResult:
+    """A page of a run's log; the model sees it through the ``process_diagnostics`` profile
+    (``project_log_page``): whole when it fits, else summarised naming the file and where to
+    read on. The complete page is ``result.json``."""
     args = ctx.arguments
     stream = args.get("stream", "output")
     run = await ctx.sync(_run_of, ctx.conversation_id, args["id"])
     page = await ctx.sync(_page, run, stream, args.get("offset"), args.get("limit", 100))
     # Offsets are 0-based here, as the tool's `offset` argument and the log API count them.
-    first, count = page["offset"], len(page["lines"])
-    where = (
-        f"Lines at offsets {first}-{first + count - 1} of {page['totalLines']}"
-        if count
-        else f"No line at offset {first} ({page['totalLines']} lines)"
-    )
+    where = page_where(page["offset"], len(page["lines"]), page["totalLines"])
     footer = f"{where} in the {stream} of async run {run.pk} ({page['status']})."
     if page["nextOffset"] is not None:
         footer += f" Continue with offset={page['nextOffset']}."
-    return HandlerResult(text="\n".join([*page["lines"], footer]), result=page)
+    projection = {
+        "lines": page["lines"],
+        "offset": page["offset"],
+        "total_lines": page["totalLines"],
+        "next_offset": page["nextOffset"],
+        "status": page["status"],
+        "stream": stream,
+        "run_id": str(run.pk),
+        "path": str(data_dir() / run.folder / f"{stream}.txt"),
+    }
+    return HandlerResult(text="\n".join([*page["lines"], footer]), result=page, page=projection)
 
 
 def _status_of(run_id: Any) -> str:

@@ -15,9 +15,16 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from conversations.services.settlement import AttemptFile
+from conversations.services.settlement import INDETERMINATE_REASON, AttemptFile
 
-__all__ = ["AttemptFile", "CallContext", "Handler", "HandlerResult", "ToolError"]
+__all__ = [
+    "AttemptFile",
+    "CallContext",
+    "Handler",
+    "HandlerResult",
+    "ToolError",
+    "stopped_reason",
+]
 
 
 class ToolError(Exception):
@@ -66,7 +73,8 @@ class CallContext:
 class HandlerResult:
     """What settlement needs: the outcome and what the projections summarise."""
 
-    outcome: str = "completed"  # "completed" or "failed"
+    # "completed", "failed", or "indeterminate" (a command stopped by an error of the server's)
+    outcome: str = "completed"
     result: Any = None  # the complete result, written as result.json
     text: str | None = None
     items: Sequence[str] | None = None
@@ -75,6 +83,8 @@ class HandlerResult:
     item_count: int | None = None
     note: str | None = None
     process: dict[str, Any] | None = None
+    # A log page (``async_bash_logs``): the keyword arguments of ``project_log_page``.
+    page: dict[str, Any] | None = None
     reason: str | None = None
     files: Sequence[AttemptFile] = ()
     # The handler moved the call on itself and released its claim (``ask_user`` waits for the
@@ -85,3 +95,13 @@ class HandlerResult:
 
 
 Handler = Callable[[CallContext], Awaitable[HandlerResult]]
+
+
+def stopped_reason(exc: BaseException) -> str:
+    """The reason of a command the worker stopped after an error of the server's own (the
+    database, the disk), which settles ``indeterminate``: the error is named by its type only
+    (its message may hold connection details)."""
+    return (
+        f"{INDETERMINATE_REASON} The server could not keep track of the command "
+        f"({type(exc).__name__}), so it stopped it."
+    )

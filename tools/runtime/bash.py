@@ -7,12 +7,20 @@ or when a foreground command still runs after ``TOOLCORE_PROMOTE_AFTER`` seconds
 async run: the call settles ``completed`` at once (``Running in background as async run <id>.``)
 and the worker watches the process to its end, which leaves an ``async_bash_event``. A promoted
 command keeps the rest of its ``timeout``; an explicit background run has one only when the
-call gave it. Cancelled (its claim taken), the handler kills the group before it lets go.
+call gave it, and is promoted even when it has already exited. Cancelled (its claim taken), the
+handler kills the group before it lets go.
+
+Once the process started, an error of the server's own (the database, the disk: recording the
+process, a live update, the promotion) kills the group (SIGTERM, SIGKILL after 5 s) and the call
+settles ``indeterminate`` with what was captured, never ``failed``: the command may have had
+its effect (docs/reliability.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import socket
 import time
 import uuid
@@ -20,14 +28,17 @@ from typing import Any
 
 from django.conf import settings
 
+from conversations.errors import StaleClaim
 from conversations.services.async_runs import async_run_start
 from conversations.services.claims import claim_process_record
 from conversations.storage import relative_to_data
 
-from .base import AttemptFile, CallContext, HandlerResult
+from .base import AttemptFile, CallContext, HandlerResult, stopped_reason
 from .capture import ProcessCapture, tool_environment
 from .live import LiveOutput
 from .paths import workspace_ready
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 120
 
@@ -70,8 +81,43 @@ async def bash(ctx: CallContext) -> HandlerResult:
     pump = asyncio.create_task(live.pump(ctx.update))
     started = time.monotonic()
     try:
-        await capture.start()
-        await ctx.sync(
+        await capture.start()  # raising, nothing ran: the call settles failed
+        try:
+            return await _run_started(ctx, capture, live, pump, background, timeout, started)
+        except (asyncio.CancelledError, StaleClaim):
+            # Its claim was taken (a cancel, recovery): whoever took it settles.
+            live.close()
+            pump.cancel()
+            if not capture.finished:
+                await asyncio.shield(capture.terminate())
+            raise
+        except Exception as exc:  # noqa: BLE001 - the server's own error: stop, indeterminate
+            logger.warning(
+                "bash: stopping the command after an error of the server",
+                exc_info=True,
+                extra={"tool_call_id": ctx.call_id},
+            )
+            return await _stopped(capture, live, pump, command, exc)
+    finally:
+        if not pump.done():
+            live.close()
+            pump.cancel()
+
+
+async def _run_started(
+    ctx: CallContext,
+    capture: ProcessCapture,
+    live: LiveOutput,
+    pump: asyncio.Task[None],
+    background: bool,
+    timeout: float,
+    started: float,
+) -> HandlerResult:
+    """The command, started: recorded on the claim, then waited for (or promoted)."""
+    command: str = ctx.arguments["command"]
+    await _watching(
+        pump,
+        ctx.sync(
             claim_process_record,
             call_id=ctx.call_id,
             token=ctx.token,
@@ -79,61 +125,102 @@ async def bash(ctx: CallContext) -> HandlerResult:
             host=socket.gethostname(),
             pgid=capture.pgid,
             start=capture.process_start_ticks,
-        )
-        promote_after = 0 if background else settings.TOOLCORE_PROMOTE_AFTER
-        if not background:
-            first = min(timeout, promote_after) if promote_after > 0 else timeout
-            if not await capture.wait(first) and first >= timeout:
-                await capture.terminate(timed_out=True)
-                await capture.wait()
-        if capture.finished:
-            live.close()
-            await pump
-            result = capture.result()
-            files = _named(capture.files())
-            result["command"] = command
-            result["assets"] = {f.kind: str(f.asset_id) for f in files}
-            return HandlerResult(
-                result=result, process=process_summary(result, timeout), files=files
-            )
-        return await _promote(ctx, capture, command, workspace, background, timeout, started)
-    except asyncio.CancelledError:
-        live.close()
-        pump.cancel()
-        if capture.pgid is not None and not capture.finished:
-            await asyncio.shield(capture.terminate())
-        raise
+        ),
+    )
+    if background:  # always an async run, even when it has already exited
+        return await _promote(ctx, capture, live, pump, command, background, timeout, started)
+    promote_after = settings.TOOLCORE_PROMOTE_AFTER
+    first = min(timeout, promote_after) if promote_after > 0 else timeout
+    if not await _watching(pump, capture.wait(first)) and first >= timeout:
+        await capture.terminate(timed_out=True)
+        await _watching(pump, capture.wait())
+    if not capture.finished:
+        return await _promote(ctx, capture, live, pump, command, background, timeout, started)
+    live.close()
+    # The last live update: failing, it is an error before the settlement like any other
+    # (the call settles indeterminate, its files linked), never a failed call.
+    await pump
+    result = capture.result()
+    files = _named(capture.files())
+    result["command"] = command
+    result["assets"] = {f.kind: str(f.asset_id) for f in files}
+    return HandlerResult(result=result, process=process_summary(result, timeout), files=files)
+
+
+async def _watching(pump: asyncio.Task[None], step: Any) -> Any:
+    """``await step`` while the live output goes on; a live update that fails (the database)
+    raises its error here at once, so a running command is not left unrecorded."""
+    task = asyncio.ensure_future(step)
+    try:
+        await asyncio.wait({task, pump}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done() and pump.done() and not pump.cancelled() and pump.exception():
+            raise pump.exception()
+        return await task
     finally:
-        if not pump.done():
-            live.close()
-            pump.cancel()
+        if not task.done():
+            task.cancel()
+
+
+async def _stopped(
+    capture: ProcessCapture,
+    live: LiveOutput,
+    pump: asyncio.Task[None],
+    command: str,
+    exc: BaseException,
+) -> HandlerResult:
+    """Kill the group (SIGTERM, SIGKILL after 5 s), let capture finish, and settle
+    ``indeterminate`` with the files as they were captured: they are final now."""
+    live.close()
+    pump.cancel()
+    if not capture.finished:
+        await asyncio.shield(capture.terminate())
+    with contextlib.suppress(Exception):  # e.g. the disk that failed: link what is there
+        await capture.wait()
+    files = _named(capture.files())
+    result = {
+        **capture.result(),
+        "command": command,
+        "assets": {f.kind: str(f.asset_id) for f in files},
+        "stopped": type(exc).__name__,
+    }
+    return HandlerResult(
+        outcome="indeterminate", result=result, reason=stopped_reason(exc), files=files
+    )
 
 
 async def _promote(
     ctx: CallContext,
     capture: ProcessCapture,
+    live: LiveOutput,
+    pump: asyncio.Task[None],
     command: str,
-    workspace: Any,
     background: bool,
     timeout: float,
     started: float,
 ) -> HandlerResult:
     """The call becomes an async run: its row, handed to the worker to watch; the call settles
-    with the run's id."""
+    with the run's id. The run's notice is recorded only after that settlement
+    (``async_run_finish`` checks it), whenever the process ends."""
     run_id = uuid.uuid4()
-    await ctx.sync(
-        async_run_start,
-        run_id=run_id,
-        conversation_id=ctx.conversation_id,
-        tool_call_id=ctx.call_id,
-        command=command,
-        cwd=str(workspace),
-        folder=relative_to_data(ctx.attempt_dir),
-        host=socket.gethostname(),
-        pid=capture.pid,
-        pgid=capture.pgid,
-        process_start=capture.process_start_ticks,
+    await _watching(
+        pump,
+        ctx.sync(
+            async_run_start,
+            run_id=run_id,
+            conversation_id=ctx.conversation_id,
+            tool_call_id=ctx.call_id,
+            command=command,
+            cwd=str(capture.cwd),
+            folder=relative_to_data(ctx.attempt_dir),
+            host=socket.gethostname(),
+            pid=capture.pid,
+            pgid=capture.pgid,
+            process_start=capture.process_start_ticks,
+        ),
     )
+    # The live output of the call stops here: the run's output is paged from its files.
+    live.close()
+    pump.cancel()
     explicit = ctx.arguments.get("timeout") is not None
     deadline = (
         None if background and not explicit else max(0.0, timeout - (time.monotonic() - started))

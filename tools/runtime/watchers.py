@@ -7,19 +7,30 @@ runs out), and records the end (``async_run_finish``: the notice; ``launch_finis
 summary). When a worker dies, its rows' heartbeats go stale: recovery marks them ``lost``, and
 the sweep of a worker on the same host kills the groups it left (``kill_orphans``: only when
 the leader's start time still matches, so a recycled pid is never killed).
+
+A run's notice follows its call's response: its end is recorded once the call's settlement is
+over (``after``), and again, backing off, while ``async_run_finish`` answers that the call has
+no response yet (its settlement failed: recovery settles it after the lease). The run stays
+watched meanwhile, so its heartbeat goes on and recovery does not take it for lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from conversations.services.async_runs import async_run_finish, async_runs_heartbeat
+from conversations.services.async_runs import (
+    CallNotSettled,
+    async_run_finish,
+    async_runs_heartbeat,
+)
 from conversations.services.launches import (
     launch_cwd,
     launch_finish,
@@ -34,10 +45,17 @@ from tools.models import Launch, ProcessStatus
 from .capture import ProcessCapture, tool_environment
 from .processes import kill_group
 
+if TYPE_CHECKING:
+    from .base import AttemptFile
+
 logger = logging.getLogger(__name__)
 
 RUN, LAUNCH = "async run", "launch"
 Database = Callable[..., Awaitable[Any]]
+# A notice waiting for its call's response is tried again after 0.1 s, then twice as long each
+# time, up to 2 s (the response usually commits within milliseconds; recovery takes a lease).
+NOTICE_RETRY_SECONDS = 0.1
+NOTICE_RETRY_MAX_SECONDS = 2.0
 
 
 @dataclass
@@ -48,6 +66,8 @@ class Watched:
     kill_requested: bool = False
     timeout_seconds: float | None = None  # the command's timeout, for its summary
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    # A run's notice is recorded once this is done: the settlement of the call it came from.
+    after: asyncio.Future[Any] | None = field(default=None, repr=False)
 
 
 def _end(capture: ProcessCapture, killed: bool) -> tuple[str, dict[str, Any]]:
@@ -62,6 +82,7 @@ class Watchers:
     def __init__(self, *, db: Database, host: str, worker: str) -> None:
         self._db, self.host, self.worker = db, host, worker
         self._watched: dict[tuple[str, str], Watched] = {}
+        self._stopping = False
 
     def pgids(self) -> set[int]:
         return {w.capture.pgid for w in self._watched.values() if w.capture.pgid is not None}
@@ -74,10 +95,13 @@ class Watchers:
         capture: ProcessCapture,
         deadline: float | None,
         timeout_seconds: float | None = None,
+        *,
+        after: asyncio.Future[Any] | None = None,
     ) -> None:
         """Watch a promoted ``bash`` command to its end (``deadline``: seconds it may still
-        run, of its ``timeout_seconds``; None: no limit)."""
-        watched = Watched(RUN, str(run_id), capture, timeout_seconds=timeout_seconds)
+        run, of its ``timeout_seconds``; None: no limit); its end is recorded once ``after``
+        is done (the call's settlement)."""
+        watched = Watched(RUN, str(run_id), capture, timeout_seconds=timeout_seconds, after=after)
         self._watched[(RUN, watched.id)] = watched
         watched.task = asyncio.create_task(self._watch(watched, deadline))
 
@@ -133,6 +157,21 @@ class Watchers:
             watched.kill_requested = True
             asyncio.create_task(watched.capture.terminate())
 
+    async def stop(self, kind: str, value: str) -> list[AttemptFile]:
+        """Kill the group of a run or launch watched here (SIGTERM, SIGKILL after 5 s) and wait
+        for its capture to end: its files, final (none when it is not watched here). Its end
+        is then recorded ``killed``, as for :meth:`kill`."""
+        watched = self._watched.get((kind, value))
+        if watched is None:
+            return []
+        watched.kill_requested = True
+        capture = watched.capture
+        if not capture.finished:
+            await asyncio.shield(capture.terminate())
+        with contextlib.suppress(Exception):  # a capture that failed: its files as they are
+            await capture.wait()
+        return capture.files()
+
     async def _watch(self, watched: Watched, deadline: float | None) -> None:
         capture = watched.capture
         try:
@@ -152,8 +191,6 @@ class Watchers:
                 exc_info=True,
                 extra={"worker": self.worker},
             )
-        finally:
-            self._watched.pop((watched.kind, watched.id), None)
         try:
             await self._record_end(watched)
         except Exception:  # noqa: BLE001 - its row may be gone (a deleted conversation)
@@ -164,13 +201,15 @@ class Watchers:
                 exc_info=True,
                 extra={"worker": self.worker},
             )
+        finally:
+            self._watched.pop((watched.kind, watched.id), None)
 
     async def _record_end(self, watched: Watched) -> None:
         capture = watched.capture
         status, result = _end(capture, watched.kill_requested)
         if watched.kind == RUN:
             output = result["capture"]["output"]
-            await self._db(
+            finish = functools.partial(
                 async_run_finish,
                 run_id=watched.id,
                 status=status,
@@ -181,6 +220,8 @@ class Watchers:
                 not_stored_bytes=output["bytes"] - output["storedBytes"],
                 files=capture.files(),
             )
+            if not await self._notice(watched, finish):
+                return
         else:
             await self._db(
                 launch_finish,
@@ -193,6 +234,28 @@ class Watchers:
             "%s %s ended %s", watched.kind, watched.id, status, extra={"worker": self.worker}
         )
 
+    async def _notice(self, watched: Watched, finish: Callable[[], Any]) -> bool:
+        """Record a run's end once its call's settlement is over, trying again while the call
+        has no response yet; False when the worker stops first (recovery then marks the run
+        ``lost``, after the call's response)."""
+        if watched.after is not None:
+            await asyncio.shield(watched.after)
+        delay = NOTICE_RETRY_SECONDS
+        while True:
+            try:
+                await self._db(finish)
+                return True
+            except CallNotSettled:
+                if self._stopping:
+                    logger.warning(
+                        "async run %s ended before its call settled; left to recovery",
+                        watched.id,
+                        extra={"worker": self.worker},
+                    )
+                    return False
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, NOTICE_RETRY_MAX_SECONDS)
+
     async def heartbeat(self) -> None:
         runs = [w.id for w in self._watched.values() if w.kind == RUN]
         launches = [w.id for w in self._watched.values() if w.kind == LAUNCH]
@@ -203,6 +266,7 @@ class Watchers:
 
     async def stop_all(self) -> None:
         """End every watched process with the worker (each recorded ``killed``)."""
+        self._stopping = True
         tasks = [w.task for w in self._watched.values() if w.task is not None]
         for task in tasks:
             task.cancel()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -48,7 +49,7 @@ from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_dir, conversation_dir
 from tools.workspaces import owner_workspace_root
 
-from .base import CallContext, Handler, HandlerResult, ToolError
+from .base import CallContext, Handler, HandlerResult, ToolError, stopped_reason
 from .processes import environment_protect
 from .watchers import LAUNCH, RUN, Watchers
 
@@ -247,21 +248,29 @@ class Worker:
         # path to it: at the run's first database step (for bash, right after its process
         # started), when it suspends, or ANNOUNCE_AFTER into it; before anything it folds or
         # settles. A run that ends sooner is announced by its settlement (with its startedAt).
-        announced: asyncio.Future[None] | None = None
+        # The announce is the run's first database step: one that failed fails the step that
+        # waits for it (a command is then stopped, docs/reliability.md).
+        announced: asyncio.Future[BaseException | None] | None = None
+        # Done once this worker's part in settling the call is over, whatever came of it: a
+        # promoted run's notice waits for it (it follows the response; async_run_finish checks
+        # that too, in the database).
+        settlement: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def announce() -> asyncio.Future[None]:
+        def announce() -> asyncio.Future[BaseException | None]:
             nonlocal announced
             if announced is None:
                 announced = asyncio.ensure_future(self._announce(claim))
             return announced
 
         timer = asyncio.get_running_loop().call_later(ANNOUNCE_AFTER, announce)
+        result: HandlerResult | None = None
+        settled = False
         try:
             taken = claim.taken
             handler = self.handlers.get(taken.tool_name) if taken is not None else None
             if taken is None or handler is None:
                 return  # not ours after all
-            ctx = self._context(claim, taken, announce)
+            ctx = self._context(claim, taken, announce, settlement)
             renewal = asyncio.create_task(self._renew(claim))
             result = await self._handle(handler, ctx, claim)
             timer.cancel()
@@ -270,9 +279,11 @@ class Worker:
             if result.suspended:
                 await asyncio.shield(announce())
                 return
-            if announced is not None:
-                await asyncio.shield(announced)
-            await self._settle(claim, result, None if announced is not None else started)
+            # A run never announced (it ended sooner, or its announce failed) folds its
+            # startedAt with its end.
+            unannounced = announced is None or await asyncio.shield(announced) is not None
+            await self._settle(claim, result, started if unannounced else None)
+            settled = True
         except StaleClaim:
             logger.info("call lost its claim before settling", extra=self._log(claim))
         except asyncio.CancelledError:
@@ -285,6 +296,12 @@ class Worker:
             logger.exception("worker failed on a call", extra=self._log(claim))
         finally:
             timer.cancel()
+            if not settled and result is not None and result.async_run_id is not None:
+                # A promoted command whose call this worker did not settle (a cancel or
+                # recovery settled it, the worker stops, the settlement failed): it stops too.
+                self.watchers.kill(RUN, str(result.async_run_id))
+            if not settlement.done():
+                settlement.set_result(None)
             if renewal is not None:
                 renewal.cancel()
             self._running.pop(key, None)
@@ -292,11 +309,39 @@ class Worker:
                 self._wake.set()  # a slot is free
 
     async def _settle(self, claim: Claim, result: HandlerResult, started: Any) -> None:
+        """Settle under the claim (``_settle_tries``). A promoted command runs on meanwhile, so
+        its settlement is tried once: if it failed (the database), the run is killed and the
+        call settles ``indeterminate`` with what it captured (docs/reliability.md). If another
+        settled the call first (a cancel, recovery), ``_run`` kills the run."""
+        run_id = result.async_run_id
+        if run_id is None:
+            await self._settle_tries(claim, result, started, SETTLE_TRIES)
+            return
+        try:
+            await self._settle_tries(claim, result, started, 1)
+        except StaleClaim:
+            raise  # another settled the call first: _run kills the run
+        except Exception as exc:  # noqa: BLE001 - the server's own error: stop, indeterminate
+            logger.warning(
+                "settling a promoted command failed; stopping it",
+                extra=self._log(claim),
+                exc_info=True,
+            )
+            files = await self.watchers.stop(RUN, str(run_id))
+            # No result.json: the failed try may have written the promotion's.
+            stopped = HandlerResult(
+                outcome="indeterminate", reason=stopped_reason(exc), files=files
+            )
+            await self._settle_tries(claim, stopped, started, SETTLE_TRIES)
+
+    async def _settle_tries(
+        self, claim: Claim, result: HandlerResult, started: Any, tries: int
+    ) -> None:
         """Settle under the claim; a database connection lost on the way (a restart, a
-        terminated backend) is tried again, up to ``SETTLE_TRIES`` times, while the claim is
-        still renewed. Safe: a settlement that did commit answers ``StaleClaim`` the next time,
-        and its files are accepted again with the same bytes."""
-        for tried in range(1, SETTLE_TRIES + 1):
+        terminated backend) is tried again, up to ``tries`` times, while the claim is still
+        renewed. Safe: a settlement that did commit answers ``StaleClaim`` the next time, and
+        its files are accepted again with the same bytes."""
+        for tried in range(1, tries + 1):
             try:
                 await self.db(
                     call_settle,
@@ -313,10 +358,11 @@ class Worker:
                     files=result.files,
                     async_run_id=result.async_run_id,
                     started_at=started,
+                    page=result.page,
                 )
                 return
             except (OperationalError, InterfaceError):
-                if tried == SETTLE_TRIES:
+                if tried == tries:
                     raise
                 logger.warning(
                     "settlement lost its database connection; trying again",
@@ -340,26 +386,38 @@ class Worker:
                 outcome="failed", reason=f"The tool failed unexpectedly ({type(exc).__name__})."
             )
 
-    async def _announce(self, claim: Claim) -> None:
+    async def _announce(self, claim: Claim) -> BaseException | None:
+        """Publish the claim and fold the call ``in_progress``; the error when that failed."""
         task = asyncio.current_task()
         if task is not None:
             self._announcing.add(task)
         try:
             await self.db(claim_announce, [claim])
-        except Exception:  # noqa: BLE001 - the run goes on: its settlement folds the end
+        except Exception as exc:  # noqa: BLE001 - the run's next database step raises it
             logger.warning("claim not announced", extra=self._log(claim), exc_info=True)
+            return exc
         finally:
             self._announcing.discard(task)
+        return None
 
     def _context(
-        self, claim: Claim, row: Taken, announce: Callable[[], asyncio.Future[None]]
+        self,
+        claim: Claim,
+        row: Taken,
+        announce: Callable[[], asyncio.Future[BaseException | None]],
+        settlement: asyncio.Future[None],
     ) -> CallContext:
+        async def announced() -> None:
+            failed = await asyncio.shield(announce())
+            if failed is not None:
+                raise failed
+
         async def update(fields: dict[str, Any]) -> None:
-            await asyncio.shield(announce())
+            await announced()
             await self.db(_fold, claim.call_id, row.turn_id, fields)
 
         async def sync(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-            await asyncio.shield(announce())
+            await announced()
             return await self.db(fn, *args, **kwargs)
 
         return CallContext(
@@ -376,7 +434,7 @@ class Worker:
             attempt_dir=attempt_dir(row.conversation_id, claim.call_id, claim.generation),
             update=update,
             sync=sync,
-            background=self.watchers.watch_run,
+            background=functools.partial(self.watchers.watch_run, after=settlement),
         )
 
     async def _renew(self, claim: Claim) -> None:
