@@ -4,7 +4,8 @@
 sent) and ``scope["auth"]``, which says how the user was recognised, so the consumer can check
 every few seconds that it still holds (a revoked token, a logged-out session). It refuses nothing
 itself: the consumer accepts and closes an unauthenticated socket with 4401, so the client
-learns why.
+learns why. When the database cannot be reached to say who it is, the socket is accepted and
+closed with 1013 ("try again later"), not left to crash.
 
 Origins (docs/realtime.md, "Authentication"):
 
@@ -38,6 +39,7 @@ from django.utils import timezone
 from .auth import token_authenticate
 from .detached import socket_database
 from .models import ApiToken
+from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
 
 logger = logging.getLogger(__name__)
 
@@ -131,8 +133,20 @@ class _Authenticate:
             and not same_origin(scope)
         ):
             return await WebsocketDenier()(scope, receive, send)
-        scope["user"], scope["auth"] = await _authenticate(scope)
+        try:
+            scope["user"], scope["auth"] = await _authenticate(scope)
+        except OUTAGES as exc:
+            logger.warning("websocket handshake put off: %s", exc)
+            return await _try_again_later(receive, send)
         return await self.app(scope, receive, send)
+
+
+async def _try_again_later(receive: Any, send: Any) -> None:
+    """Accept the handshake and close at once with 1013: the client connects again later."""
+    message = await receive()
+    if message.get("type") == "websocket.connect":
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
 
 
 def WebsocketAuthMiddleware(app: Any) -> Any:  # noqa: N802 - named like channels' stacks
