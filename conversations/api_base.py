@@ -158,7 +158,9 @@ nest at most 100 levels deep (422). Unknown fields are 422.
 **Errors** are JSON: `{"error": {"code", "message", "field"?}}`, `message` at most 1 KiB. 400
 malformed JSON, 401 no or bad credentials, 403 a missing permission or a failed CSRF check,
 404 missing or not yours, 409 a conflict with recorded state (the code names it), 413 too
-large, 422 a field refused (`field` names it, as a dotted path such as `content.0.arguments`).
+large, 422 a field refused (`field` names it, as a dotted path such as `content.0.arguments`),
+503 `unavailable` with `Retry-After` when the database or the channel layer cannot be reached
+(nothing was written: send the same request again).
 
 **Idempotency.** `messageId`, `inputId` and `requestId` are the client's own keys: the same
 request again answers what was recorded the first time; the same key with other content is 409.

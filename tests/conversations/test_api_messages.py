@@ -17,6 +17,8 @@ from conversations.models import (
 )
 from conversations.services import settlement, supervision
 from conversations.shapes import iso
+from conversations.storage import conversation_dir
+from tests.faults.helpers import assert_intact
 from tools.models import PermissionRule
 
 from .api_helpers import (
@@ -285,6 +287,11 @@ def test_a_failure_while_supervising_a_messages_calls_leaves_nothing_and_the_ret
     assert failed
     assert _stored(conversation) == before  # no event, no call, no response, no turn change
     assert not ConversationEvent.objects.filter(message_id="a1").exists()
+    # The failed call's file, written before the rollback, is an orphan: purge_orphans removes
+    # it and the invariants hold.
+    assert list(conversation_dir(conversation.pk).rglob("arguments.json"))
+    assert_intact(purge=True)
+    assert not list(conversation_dir(conversation.pk).rglob("arguments.json"))
 
     retried = api.post_json(url, message)
     assert retried.status_code == 201
@@ -306,6 +313,7 @@ def test_a_failure_while_supervising_a_messages_calls_leaves_nothing_and_the_ret
         "tool_call_response",
     ]
     assert api.post_json(url, message).json() == retried.json()  # the repeat: the record
+    assert_intact(purge=False)
 
 
 @pytest.mark.django_db(transaction=True)
