@@ -201,8 +201,8 @@ async def _listing(ctx: CallContext) -> HandlerResult:
 
 def test_a_worker_picks_up_at_once_after_its_pooled_connections_were_terminated(user, caplog):
     """Every backend of the test database terminated while the worker idles (its connections
-    back in the pool): the next call made ready is taken by the very next pickup, not after
-    failed pickups and the poll."""
+    back in the pool): the next call made ready is taken by the very next pickup (no pickup
+    fails), not after failed pickups and the poll (60 s here)."""
     with running_worker(handlers={"ls": _listing}, poll_seconds=60):
         conversation = new_conversation(user)
         turn_id = open_turn(conversation)
@@ -211,13 +211,10 @@ def test_a_worker_picks_up_at_once_after_its_pooled_connections_were_terminated(
         connection.close()  # this thread's connection goes back to the pool too
         assert terminate_backends(connection.settings_dict["NAME"]) >= 1
         caplog.clear()
-        started = time.monotonic()
         (call_id,) = assistant_calls(conversation, turn_id, ("ls", {})).call_ids
         payload = wait_for(lambda: response_of(call_id), timeout=10)
-        took = time.monotonic() - started
     assert payload["outcome"] == "completed" and payload["attempts"] == 1
     assert "pickup failed" not in caplog.text
-    assert took < 2, took
     settled_once([first, call_id])
     assert_intact(purge=False)
 
