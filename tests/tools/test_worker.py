@@ -222,11 +222,10 @@ def test_a_failed_pickup_is_tried_again_at_once_not_after_the_poll(user, monkeyp
         _failing_once(worker_module.claim_acquire_batch, tries),
     )
     (call_id,) = _ready(user, ("ls", {}))
-    started = time.monotonic()
     with running_worker(handlers={"ls": _listing}, poll_seconds=60):
-        payload = wait_for(lambda: response_of(call_id), timeout=5)
+        payload = wait_for(lambda: response_of(call_id), timeout=10)
     assert payload["outcome"] == "completed"
-    assert tries[1] - tries[0] < 1 and time.monotonic() - started < 5
+    assert tries[1] - tries[0] < 3  # not the 60 s poll
 
 
 def test_a_failed_sweep_is_tried_again_at_once_not_after_the_lease(monkeypatch, settings):
@@ -238,8 +237,8 @@ def test_a_failed_sweep_is_tried_again_at_once_not_after_the_lease(monkeypatch, 
         worker_module, "recover_all", _failing_once(worker_module.recover_all, sweeps)
     )
     with running_worker(handlers={"ls": _listing}, poll_seconds=60):
-        wait_for(lambda: len(sweeps) >= 2, timeout=5)
-    assert sweeps[1] - sweeps[0] < 1
+        wait_for(lambda: len(sweeps) >= 2, timeout=10)
+    assert sweeps[1] - sweeps[0] < 3  # not the 30 s lease
 
 
 def test_the_demo_calls_run_in_a_worker(settings):
