@@ -29,6 +29,7 @@ stream whole into memory before sending any of it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -39,6 +40,10 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.urls import resolve, set_script_prefix
+
+from conversations.outages import OUTAGES, unavailable_response
+
+logger = logging.getLogger(__name__)
 
 # The synchronous hooks of requests served by async views: one thread for all of them.
 _async_view_hooks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolcore-async-hooks")
@@ -149,19 +154,30 @@ class PooledASGIHandler(ASGIHandler):
         """Django's synchronous request cycle, on a pool thread: the response, closed (the
         connections this thread used go back) unless it streams."""
         set_script_prefix(get_script_prefix(scope))
-        signals.request_started.send(sender=self.__class__, scope=scope)
-        request, response = self.create_request(scope, body_file)
-        if request is not None:
-            response = self._sync.get_response(request)
-            response._handler_class = self.__class__
-        if not response.streaming:
-            # Its content is in memory: close it here, on the thread that made it, so that
-            # request_finished gives back this thread's database connections.
-            response.close()
-        else:
-            # The stream is read part by part later (and closed then): this thread's work is
-            # done, so its connections go back now.
-            signals.request_finished.send(sender=self.__class__)
+        request = None
+        try:
+            signals.request_started.send(sender=self.__class__, scope=scope)
+            request, response = self.create_request(scope, body_file)
+            if request is not None:
+                response = self._sync.get_response(request)
+                response._handler_class = self.__class__
+        except OUTAGES as exc:
+            # Raised outside the middleware (a signal's receiver giving a dead connection back):
+            # the same 503 as everywhere else, not daphne's bare 500.
+            response = unavailable_response(request, exc)
+        try:
+            if not response.streaming:
+                # Its content is in memory: close it here, on the thread that made it, so that
+                # request_finished gives back this thread's database connections.
+                response.close()
+            else:
+                # The stream is read part by part later (and closed then): this thread's work
+                # is done, so its connections go back now.
+                signals.request_finished.send(sender=self.__class__)
+        except OUTAGES as exc:
+            # The answer stands (whatever it did was committed or rolled back already); the
+            # pool drops a connection it cannot take back.
+            logger.warning("giving the database connections back failed: %s", exc)
         return response
 
 

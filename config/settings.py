@@ -169,6 +169,12 @@ if DATABASE_URL:
             ),
             "timeout": 20,
         }
+        # Every connection the pool hands out is checked first (psycopg_pool's
+        # ``ConnectionPool.check_connection``: one empty query) and replaced when the server
+        # closed it meanwhile (``pg_terminate_backend``, a restart, a failover), so a dead pooled
+        # connection costs no request an error. Django 5.2 passes the pool that ``check`` itself
+        # when this is on (a ``check`` in ``OPTIONS["pool"]`` would be given twice).
+        _db["CONN_HEALTH_CHECKS"] = True
         # Per process, so concurrent test runs against one server do not collide.
         _db["TEST"] = {"NAME": f"test_{_db['NAME']}_{os.getpid()}"}
     DATABASES = {"default": _db}

@@ -1,6 +1,8 @@
 """The ninja API object: compact JSON in and out, and every error as the JSON error body.
 
-Domain errors are mapped to HTTP here, once.
+Domain errors are mapped to HTTP here, once. So are outages (the database or the channel layer
+away): 503 ``unavailable``, before django-ninja's own handler of other exceptions, which with
+``DEBUG`` on answers a 500 with the traceback (``conversations.outages``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from projections.units import clean_text
 from .auth import BearerAuth, SessionAuth
 from .errors import DomainError, ValidationFailed, error_body
 from .fields import dumps
+from .outages import OUTAGES, unavailable_response
 from .responses import json_response
 
 # Arrays and objects nest at most this deep in a body (the body itself is level 1): far more
@@ -159,6 +162,8 @@ malformed JSON, 401 no or bad credentials, 403 a missing permission or a failed 
 404 missing or not yours, 409 a conflict with recorded state (the code names it), 413 too
 large, 422 a field refused (`field` names it, as a dotted path such as `content.0.arguments`),
 429 `throttled` a failed token from an address locked out for failing too often.
+503 `unavailable` with `Retry-After` when the database or the channel layer cannot be reached
+(nothing was written: send the same request again).
 
 **Idempotency.** `messageId`, `inputId` and `requestId` are the client's own keys: the same
 request again answers what was recorded the first time; the same key with other content is 409.
@@ -246,3 +251,13 @@ def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return json_response(error_body("not_found", "Not found."), 404)
+
+
+def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    return unavailable_response(request, exc)
+
+
+# django-ninja looks a handler up by the exception's class and its bases, in order: one
+# registration per class (Django's and psycopg's errors share no base but ``Exception``).
+for _outage in OUTAGES:
+    api.add_exception_handler(_outage, _unavailable)

@@ -51,6 +51,7 @@ from .detached import socket_database
 from .errors import DomainError, NotFound, ValidationFailed
 from .fields import dumps
 from .models import Conversation
+from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
 from .schemas import ResolutionIn
 from .services.interactions import call_resolve
 from .services.launches import launch_wire, workbench_group
@@ -287,7 +288,27 @@ class ConversationConsumer(_ReleasedConsumer):
                 )
             return
         async with self.lock:
-            await handler(frame)
+            try:
+                await handler(frame)
+            except OUTAGES as exc:
+                await self._unavailable(kind, frame, exc)
+
+    async def _unavailable(self, kind: str, frame: dict[str, Any], exc: BaseException) -> None:
+        """The database or the channel layer failed while a frame was handled: nothing was
+        written (a resolution is one transaction), a subscription half made is dropped, and the
+        client is told it may send the frame again (an ``error`` frame, code ``unavailable``)."""
+        logger.warning("websocket %s frame put off: %s", kind, exc)
+        echo: dict[str, Any] = {}
+        if kind in ("subscribe", "unsubscribe"):
+            cid = self._conversation_id(frame)
+            if cid:
+                await self._leave(cid)
+            echo["conversationId"] = frame.get("conversationId")
+        else:
+            echo["toolCallId"] = frame.get("toolCallId")
+            echo["requestId"] = frame.get("requestId")
+        echo = {k: v for k, v in echo.items() if isinstance(v, str)}
+        await self.send(_frame(unavailable_frame(exc, **echo)))
 
     async def _error(self, code: str, message: str, **extra: Any) -> None:
         frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
@@ -393,7 +414,7 @@ class ConversationConsumer(_ReleasedConsumer):
 
     async def _leave(self, cid: str) -> None:
         if self.subs.pop(cid, None) is not None:
-            await self.channel_layer.group_discard(conversation_group(cid), self.channel_name)
+            await _group_discard(self.channel_layer, conversation_group(cid), self.channel_name)
 
     async def _resolve(self, frame: dict[str, Any]) -> None:
         """The REST resolution (``POST /tool-calls/{id}/resolution``) over the socket: the same
@@ -586,7 +607,15 @@ class ConversationConsumer(_ReleasedConsumer):
             return
         async with self.lock:
             for item in unpack(message):
-                await self._route(item)
+                try:
+                    await self._route(item)
+                except OUTAGES as exc:
+                    # A gap could not be filled from the database now: the ticker tries again.
+                    logger.warning("websocket event put off: %s", exc)
+                    sub = self.subs.get(item.get("conversationId"))
+                    if sub is not None:
+                        sub.behind = True
+                        self.wake.set()
 
     async def _route(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -613,7 +642,14 @@ class ConversationConsumer(_ReleasedConsumer):
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.wake.wait(), wait)
                 async with self.lock:
-                    await self._duties(head_every)
+                    try:
+                        await self._duties(head_every)
+                        outage = False
+                    except OUTAGES as exc:
+                        logger.warning("websocket duties put off: %s", exc)
+                        outage = True
+                if outage:  # not a busy loop against a database that is away
+                    await asyncio.sleep(RETRY_AFTER_SECONDS)
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001 - a dead ticker must not go unnoticed
@@ -652,6 +688,15 @@ class ConversationConsumer(_ReleasedConsumer):
             "pk", "last_sequence"
         )
         return {str(pk): last for pk, last in rows}
+
+
+async def _group_discard(layer: Any, group: str, channel: str) -> None:
+    """Leave ``group``; a channel layer that is away is let be (Redis forgets a connection's
+    subscriptions with it, and group memberships expire)."""
+    try:
+        await layer.group_discard(group, channel)
+    except OUTAGES as exc:
+        logger.warning("could not leave %s: %s", group, exc)
 
 
 def replay_read_limit(event_chars: int) -> int:
@@ -697,9 +742,15 @@ class WorkbenchConsumer(_ReleasedConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.refuse()
             return
-        await self.channel_layer.group_add(workbench_group(self.user.pk), self.channel_name)
-        self.joined = True
-        launches = await self._launches()
+        try:
+            await self.channel_layer.group_add(workbench_group(self.user.pk), self.channel_name)
+            self.joined = True
+            launches = await self._launches()
+        except OUTAGES as exc:
+            # No snapshot can be sent: the client connects again later.
+            logger.warning("workbench socket closed: %s", exc)
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+            return
         await self.send(_frame({"type": "snapshot", "launches": launches}))
         credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
 
@@ -717,7 +768,9 @@ class WorkbenchConsumer(_ReleasedConsumer):
         await super().release()
         if getattr(self, "joined", False):
             self.joined = False
-            await self.channel_layer.group_discard(workbench_group(self.user.pk), self.channel_name)
+            await _group_discard(
+                self.channel_layer, workbench_group(self.user.pk), self.channel_name
+            )
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         raw = text_data if text_data is not None else bytes_data or b""

@@ -1,7 +1,9 @@
 """Every answer under ``/api/`` is JSON, also the ones Django produces itself (404, 405, 413, 500).
 
-A database that is away (a dropped or refused connection) is a 503 `unavailable` with
-``Retry-After``, not a 500. Every 401 carries ``WWW-Authenticate: Bearer``, and every 4xx is logged here, once: one line with
+A database or channel layer that is away (a dropped or refused connection, a lock not granted
+in time) is a 503 `unavailable` with ``Retry-After``, not a 500, on every path and in every mode
+(``conversations.outages``): raised by a view, or anywhere else in the request (another
+middleware), which Django would answer 500 (with ``DEBUG`` on, its debug page). Every 401 carries ``WWW-Authenticate: Bearer``, and every 4xx is logged here, once: one line with
 method, path, status and code (``conversations.logging.ApiRefusalFilter`` keeps Django's own
 "Not Found"/"Bad Request" lines for these paths out of the log).
 
@@ -12,24 +14,24 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.core.signals import got_request_exception
 from django.http import HttpRequest, HttpResponse
 
 from projections.units import cut_text
 
 from .errors import error_body
+from .outages import API_PREFIX, is_outage, unavailable_response
 from .responses import json_response
 
 logger = logging.getLogger(__name__)
 
-API_PREFIX = "/api/"
-# Errors of the database itself rather than of the request: answered 503, to be tried again.
-DATABASE_AWAY = (OperationalError, InterfaceError)
-UNAVAILABLE = "The database is unavailable: nothing was changed; try again shortly."
-RETRY_AFTER_SECONDS = 1
+# Where an outage raised outside a view is noted, for ``ApiErrorMiddleware.after``.
+_OUTAGE_ATTRIBUTE = "_toolcore_outage"
 _CODES = {
     400: ("bad_request", "Malformed request."),
     401: ("unauthorized", "Authentication required."),
@@ -118,27 +120,38 @@ class SyncAndAsyncMiddleware:
         return self.after(request, self.before(request) or await self.get_response(request))
 
 
+def _note_outage(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    """Django is answering an exception raised outside any view with a 500: note an outage on
+    the request, so that ``ApiErrorMiddleware.after`` answers 503 instead."""
+    exc = sys.exc_info()[1]
+    if request is not None and is_outage(exc):
+        setattr(request, _OUTAGE_ATTRIBUTE, exc)
+
+
+got_request_exception.connect(_note_outage, dispatch_uid="toolcore-note-outage")
+
+
 class ApiErrorMiddleware(SyncAndAsyncMiddleware):
     """Under ``/api/``: bodies over the limit refused before parsing, every error as JSON, the
-    bearer challenge on 401, each refusal logged once, no 500 without a JSON body."""
+    bearer challenge on 401, each refusal logged once, no 500 without a JSON body. On every
+    path: an outage is a 503 (``conversations.outages``), never a 500."""
 
     def before(self, request: HttpRequest) -> HttpResponse | None:
         return _too_large(request) if request.path.startswith(API_PREFIX) else None
 
     def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        outage = getattr(request, _OUTAGE_ATTRIBUTE, None)
+        if outage is not None and response.status_code == 500:
+            response = unavailable_response(request, outage)
         return _finish(request, response) if request.path.startswith(API_PREFIX) else response
 
     def process_exception(self, request: HttpRequest, exception: Exception):
-        if not request.path.startswith(API_PREFIX):
-            return None
-        if isinstance(exception, DATABASE_AWAY):
+        if is_outage(exception):
             # A connection dropped or refused, a lock not granted in time: nothing was written
             # (each service is one transaction), and the same request may succeed shortly.
-            logger.error("database unavailable on %s: %s", request.path, exception)
-            response = json_response(error_body("unavailable", UNAVAILABLE), 503)
-            response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            response._has_been_logged = True  # type: ignore[attr-defined]  # logged just above
-            return response
+            return unavailable_response(request, exception)
+        if not request.path.startswith(API_PREFIX):
+            return None
         logger.exception("unhandled error on %s", request.path)
         response = json_response(error_body("internal_error", "Internal server error."), 500)
         response._has_been_logged = True  # type: ignore[attr-defined]  # logged just above

@@ -8,6 +8,8 @@ learns why. A bearer token that fails is counted against the client's address li
 (``throttle.py``); once the address is locked out, ``scope["auth"]["locked"]`` says so and the
 consumer sends an ``error`` frame (``throttled``, with ``retryAfter``) and closes with 4429
 instead.
+When the database cannot be reached to say who it is, the socket is accepted and
+closed with 1013 ("try again later"), not left to crash.
 
 Origins (docs/realtime.md, "Authentication"):
 
@@ -41,6 +43,7 @@ from django.utils import timezone
 from .auth import token_authenticate
 from .detached import socket_database
 from .models import ApiToken
+from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
 from .throttle import scope_address, token_failure, token_lockout_text
 
 logger = logging.getLogger(__name__)
@@ -139,8 +142,20 @@ class _Authenticate:
             and not same_origin(scope)
         ):
             return await WebsocketDenier()(scope, receive, send)
-        scope["user"], scope["auth"] = await _authenticate(scope)
+        try:
+            scope["user"], scope["auth"] = await _authenticate(scope)
+        except OUTAGES as exc:
+            logger.warning("websocket handshake put off: %s", exc)
+            return await _try_again_later(receive, send)
         return await self.app(scope, receive, send)
+
+
+async def _try_again_later(receive: Any, send: Any) -> None:
+    """Accept the handshake and close at once with 1013: the client connects again later."""
+    message = await receive()
+    if message.get("type") == "websocket.connect":
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
 
 
 def WebsocketAuthMiddleware(app: Any) -> Any:  # noqa: N802 - named like channels' stacks

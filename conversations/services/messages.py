@@ -19,7 +19,7 @@ from .activity import next_ordinal
 from .calls import call_create, command_call_id, model_call_id
 from .events import conversation_lock, event_append
 from .message_limits import message_check
-from .supervision import call_supervise
+from .supervision import calls_ready_run, calls_supervise
 from .turns import turn_create, turn_open_find
 
 E = ConversationEvent.Type
@@ -67,8 +67,10 @@ def message_post(
     """Append a user or assistant message; idempotent by ``messageId``.
 
     A user message opens a turn (``turn_open`` while one is open). An assistant message needs
-    the open ``turnId`` and creates one unfinished call per ``tool_call`` block, which are then
-    supervised, each in a transaction of its own.
+    the open ``turnId`` and creates one unfinished call per ``tool_call`` block, supervised in
+    the same transaction: a database failure anywhere leaves nothing written, and the client's
+    retry (same ``messageId``) does the whole work. Calls made ready go to their runners after
+    the commit.
     """
     content = clean_json(content)  # type: ignore[assignment]
     message_id = clean_text(message_id)
@@ -76,7 +78,7 @@ def message_post(
     message_check(message_id=message_id, event_type=event_type, content=content)
     try:
         with publish.atomic():
-            conversation_lock(conversation_id)
+            conversation = conversation_lock(conversation_id)
             recorded = ConversationEvent.objects.filter(
                 conversation_id=conversation_id, message_id=message_id
             ).first()
@@ -102,7 +104,10 @@ def message_post(
                 turn_id=turn.id,
                 message_id=message_id,
             )
-            call_ids = _create_calls(event, content) if event_type == E.ASSISTANT_MESSAGE else []
+            calls = _create_calls(event, content) if event_type == E.ASSISTANT_MESSAGE else []
+            for call in calls:
+                call.conversation = conversation  # supervision reads its workspace
+            ready = calls_supervise(calls=calls)
     except IntegrityError as exc:
         # Two posts of one messageId raced past the check; the loser answers from the record.
         recorded = ConversationEvent.objects.filter(
@@ -115,12 +120,11 @@ def message_post(
                 f"Message {message_id} was recorded with other content.", field="messageId"
             ) from exc
         return Posted(created=False, body=_message_body(recorded))
-    for call_id in call_ids:
-        call_supervise(call_id=call_id)
-    return Posted(created=True, body=_message_body(event), call_ids=call_ids)
+    calls_ready_run(calls=ready)
+    return Posted(created=True, body=_message_body(event), call_ids=[call.id for call in calls])
 
 
-def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> list[UUID]:
+def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> list[ToolCall]:
     blocks = _tool_blocks(content)
     if not blocks:
         return []  # a text-only message: no query for calls or their ordinals
@@ -138,7 +142,7 @@ def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> li
     for index, block in blocks:
         if ids[index] in answered:
             continue
-        call_create(
+        call = call_create(
             ordinal=ordinal + len(created),
             call_id=ids[index],
             conversation_id=event.conversation_id,
@@ -151,7 +155,7 @@ def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> li
             content_index=index,
             after_sequence=event.sequence,  # the card follows the message that asked for it
         )
-        created.append(ids[index])
+        created.append(call)
     return created
 
 
@@ -188,7 +192,8 @@ def command_post(
     Typing a command needs ``tools.run_commands`` (``Forbidden``, nothing written), checked
     before anything else: the caller has already checked that ``user`` owns the conversation,
     so another owner's id still answers 404 first. Deduplicated by ``inputId``: the same
-    command again answers the recorded body; another command is ``command_conflict``.
+    command again answers the recorded body; another command is ``command_conflict``. The call
+    is supervised in the same transaction, as a message's calls are (``message_post``).
     """
     run_commands_require(user=user, doing="Typing a command")
     input_id, command = clean_text(input_id), clean_text(command)
@@ -221,5 +226,7 @@ def command_post(
             title=command.split("\n", 1)[0],
             after_sequence=conversation.last_sequence,  # its turn begins after the last event
         )
-    call_supervise(call_id=call.id)
+        call.conversation = conversation
+        ready = calls_supervise(calls=[call])
+    calls_ready_run(calls=ready)
     return Posted(created=True, body=_command_body(turn), call_ids=[call.id])

@@ -22,17 +22,47 @@ S = ToolCall.State
 
 
 def call_supervise(*, call_id: UUID | str) -> str | None:
-    """Move a ``supervising`` call on: ``ready``, ``awaiting_approval``, or settle it.
+    """Move a ``supervising`` call on, in one transaction of its own; a call made ``ready``
+    goes to its tool's runner after the commit. Recovery's way, for a call left ``supervising``
+    (a new call is supervised in the transaction that created it: ``calls_supervise``).
+
+    Returns the new state or outcome, or None when the call was no longer supervising.
+    """
+    with publish.atomic():
+        call = ToolCall.objects.select_related("conversation").filter(pk=call_id).first()
+        if call is None or call.state != S.SUPERVISING:
+            return None
+        state = _supervise(call)
+    if state == S.READY:
+        call_ready_run(call_id=call.id, tool_name=call.tool_name)
+    return state
+
+
+def calls_supervise(*, calls: list[ToolCall]) -> list[ToolCall]:
+    """Supervise new calls in the caller's transaction (the one that created them, with the
+    conversation locked): if it rolls back, so does their supervision, and a retry does it all
+    again. The calls made ``ready``, for the caller to hand to ``calls_ready_run`` after its
+    commit."""
+    return [call for call in calls if _supervise(call) == S.READY]
+
+
+def calls_ready_run(*, calls: list[ToolCall]) -> None:
+    """After the commit that made ``calls`` ready: each to its tool's runner, if it has one."""
+    for call in calls:
+        call_ready_run(call_id=call.id, tool_name=call.tool_name)
+
+
+def _supervise(call: ToolCall) -> str | None:
+    """Inside the caller's transaction: move the ``supervising`` ``call`` to ``ready`` or
+    ``awaiting_approval``, or settle it.
 
     Bad arguments settle ``failed`` (the message names the field), and so does a path that
     cannot be resolved or a refused workspace (the message names the path); ``deny`` settles
     ``denied``.
     For a command the user typed, ``ask`` counts as ``allow``. Returns the new state or outcome,
-    or None when the call was no longer supervising (someone else moved it).
+    or None when someone else moved the call first. Hands nothing to a runner: the caller does,
+    after its commit.
     """
-    call = ToolCall.objects.select_related("conversation").filter(pk=call_id).first()
-    if call is None or call.state != S.SUPERVISING:
-        return None
     spec = tool_spec(call.tool_name)
     try:
         validate_arguments(spec, call.arguments)
@@ -75,23 +105,20 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
         }
     else:
         to_state = S.READY
-    with publish.atomic():
-        moved = call_move(
-            call_id=call.id,
-            from_state=S.SUPERVISING,
-            to_state=to_state,
-            generation=call.generation,
-            **fields,
-        )
-        if not moved:
-            return None
-        if to_state == S.AWAITING_APPROVAL:
-            call_moved(call, "awaiting_approval", interaction=fields["interaction"])
-        else:
-            call_moved(call)
-            announce(READY, call.tool_name)
-    if to_state == S.READY:
-        call_ready_run(call_id=call.id, tool_name=call.tool_name)
+    moved = call_move(
+        call_id=call.id,
+        from_state=S.SUPERVISING,
+        to_state=to_state,
+        generation=call.generation,
+        **fields,
+    )
+    if not moved:
+        return None
+    if to_state == S.AWAITING_APPROVAL:
+        call_moved(call, "awaiting_approval", interaction=fields["interaction"])
+    else:
+        call_moved(call)
+        announce(READY, call.tool_name)
     return to_state
 
 

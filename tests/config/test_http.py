@@ -161,6 +161,30 @@ async def test_an_uncaught_error_is_a_500_not_a_dead_request():
     assert seen["finished"]  # the request still finished (connections given back)
 
 
+@pytest.mark.parametrize("signal", ["request_started", "request_finished"])
+async def test_an_outage_in_the_request_signals_is_a_503_or_the_answer_itself(signal):
+    """A receiver of the request's signals meets the database away (a fault injected: a real
+    ``OperationalError`` from a receiver): before the view, the answer is 503 ``unavailable``;
+    after it (giving connections back), the view's own answer stands. Never daphne's bare 500."""
+    from django.db import OperationalError
+
+    def cut(**kwargs):
+        raise OperationalError("the connection is closed")
+
+    getattr(signals, signal).connect(cut, weak=False)
+    try:
+        answer = await _get(PooledASGIHandler(threads=1), "/where")
+    finally:
+        getattr(signals, signal).disconnect(cut)
+    if signal == "request_started":
+        assert answer["status"] == 503
+        assert dict(answer["headers"])[b"Retry-After"] == b"1"
+        assert "view" not in seen
+    else:
+        assert answer["status"] == 200
+        assert json.loads(answer["body"])["thread"].startswith("toolcore-http")
+
+
 async def test_a_streaming_response_is_sent_whole_then_closed():
     handler = PooledASGIHandler(threads=1)
     communicator = HttpCommunicator(handler, "GET", "/stream", headers=HOST)

@@ -79,6 +79,28 @@ def test_database_and_redis_urls_switch_to_postgresql_with_a_pool_and_redis(tmp_
     assert '"capacity": 1500' in result.stdout and '"expiry": 86400' in result.stdout
 
 
+POOL_PROBE = (
+    "import django; django.setup(); from django.db import connection; "
+    "from psycopg_pool import ConnectionPool; "
+    "print(connection.pool._check == ConnectionPool.check_connection)"
+)
+
+
+def test_the_postgresql_pool_checks_each_connection_before_handing_it_out(tmp_path):
+    """A connection the server closed while it sat in the pool (``pg_terminate_backend``, a
+    restart) is found dead at checkout and replaced, not handed to a request (the pool is made
+    without connecting: nothing listens at ``db.example``)."""
+    result = _settings(
+        tmp_path,
+        POOL_PROBE,
+        SECRET_KEY="k" * 50,
+        ALLOWED_HOSTS="toolcore.example.com",
+        DATABASE_URL="postgres://u@db.example:5432/toolcore",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 COOKIES_PROBE = (
     "import django; django.setup(); from django.conf import settings as s; "
     "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE)"

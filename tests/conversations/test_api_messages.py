@@ -6,19 +6,26 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import OperationalError
 
 from conversations.models import (
+    Conversation,
     ConversationEvent,
     ToolActivity,
     ToolCall,
     Turn,
 )
+from conversations.services import settlement, supervision
 from conversations.services.cancel import turn_end
 from conversations.shapes import iso
+from conversations.storage import conversation_dir
+from tests.faults.helpers import assert_intact
+from tools.models import PermissionRule
 
 from .api_helpers import (
     API,
     ISO_MS,
+    QUESTIONS,
     assert_error,
     events_of,
     grant_run_commands,
@@ -269,3 +276,154 @@ def test_a_command_while_a_user_turn_is_open_is_turn_open(api, user):
         "turn_open",
     )
     assert not ToolCall.objects.filter(conversation=conversation).exists()
+
+
+# --- 3. one transaction: a message or command and the supervision of its calls ----------------
+
+
+def _failing_once(monkeypatch, arguments):
+    """The permission port raises a real ``OperationalError`` (fault injection: a database that
+    fails at one precise step cannot be produced on demand) the first time it judges a call
+    with ``arguments``; every other judgement is the real one."""
+    real = supervision.evaluate
+    failed = []
+
+    def evaluate(conversation, spec, args, **kwargs):
+        if args == arguments and not failed:
+            failed.append(args)
+            raise OperationalError("injected: the database went away during supervision")
+        return real(conversation, spec, args, **kwargs)
+
+    monkeypatch.setattr(supervision, "evaluate", evaluate)
+    return failed
+
+
+def _stored(conversation) -> tuple:
+    """What the conversation holds: its last sequence, events, calls, activities and turns."""
+    return (
+        Conversation.objects.get(pk=conversation.pk).last_sequence,
+        list(events_of(conversation)),
+        sorted(ToolCall.objects.filter(conversation=conversation).values_list("pk", "state")),
+        ToolActivity.objects.filter(conversation=conversation).count(),
+        sorted(Turn.objects.filter(conversation=conversation).values_list("pk", "status")),
+    )
+
+
+def _unavailable(response) -> None:
+    assert_error(response, 503, "unavailable")
+    assert response["Retry-After"] == "1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_while_supervising_a_messages_calls_leaves_nothing_and_the_retry_does_it_all(
+    api, user, monkeypatch
+):
+    conversation = new_conversation(user)
+    PermissionRule.objects.create(tool_name="grep", pattern="", decision="deny")
+    turn_id = open_turn(conversation)
+    url = f"{API}/conversations/{conversation.pk}/messages"
+    blocks = [
+        # Settled failed first (its long argument is written to a file of its attempt), then
+        # the database fails while the second call is judged.
+        ("read", {"path": "a", "bogus": "x" * 5000}),
+        ("bash", {"command": "ls"}),
+        ("read", {"path": "a.txt"}),
+        ("grep", {"pattern": "x"}),
+        ("ask_user", {"questions": QUESTIONS}),
+    ]
+    content = [
+        {"type": "tool_call", "id": f"p{i}", "name": name, "arguments": arguments}
+        for i, (name, arguments) in enumerate(blocks)
+    ]
+    message = {"messageId": "a1", "role": "assistant", "turnId": turn_id, "content": content}
+    before = _stored(conversation)
+    failed = _failing_once(monkeypatch, {"command": "ls"})
+
+    _unavailable(api.post_json(url, message))
+    assert failed
+    assert _stored(conversation) == before  # no event, no call, no response, no turn change
+    assert not ConversationEvent.objects.filter(message_id="a1").exists()
+    # The failed call's file, written before the rollback, is an orphan: purge_orphans removes
+    # it and the invariants hold.
+    assert list(conversation_dir(conversation.pk).rglob("arguments.json"))
+    assert_intact(purge=True)
+    assert not list(conversation_dir(conversation.pk).rglob("arguments.json"))
+
+    retried = api.post_json(url, message)
+    assert retried.status_code == 201
+    calls = retried.json()["toolCalls"]
+    # The answer describes the calls as created, as always.
+    assert {c["state"] for c in calls} == {"supervising"}
+    failed_read, bash, read, grep, ask = (c["id"] for c in calls)
+    assert outcome_of(failed_read) == "failed"
+    assert state_of(bash) == "awaiting_approval"
+    assert state_of(read) == "ready"
+    assert outcome_of(grep) == "denied"
+    # Its runner ran after the commit: the question waits for the user.
+    assert state_of(ask) == "awaiting_input"
+    assert not ToolCall.objects.filter(state="supervising").exists()
+    assert [t for _, t in events_of(conversation)] == [
+        "user_message",
+        "assistant_message",
+        "tool_call_response",
+        "tool_call_response",
+    ]
+    assert api.post_json(url, message).json() == retried.json()  # the repeat: the record
+    assert_intact(purge=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_while_supervising_a_command_leaves_nothing_and_the_retry_does_it_all(
+    api, user, monkeypatch
+):
+    grant_run_commands(user)
+    conversation = new_conversation(user)
+    url = f"{API}/conversations/{conversation.pk}/commands"
+    command = {"inputId": "in-1", "command": "echo hi", "includeInContext": True}
+    before = _stored(conversation)
+    _failing_once(monkeypatch, {"command": "echo hi"})
+
+    _unavailable(api.post_json(url, command))
+    assert _stored(conversation) == before  # no turn, no call, no event
+    assert not Turn.objects.filter(input_id="in-1").exists()
+
+    retried = api.post_json(url, command)
+    assert retried.status_code == 201
+    call = retried.json()["toolCall"]
+    assert call["state"] == "supervising"
+    assert state_of(call["id"]) == "ready"  # ask counts as allow for a typed command
+    assert Turn.objects.get(pk=retried.json()["turnId"]).status == "open"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_denied_command_is_settled_and_its_turn_ended_with_the_post(api, user, monkeypatch):
+    """Settlement inside the post's transaction: a denied command's response and the end of its
+    turn commit with the command, or not at all. The fault: a real ``OperationalError`` raised
+    once where settlement ends the command's turn (after the response was appended and the call
+    row deleted)."""
+    grant_run_commands(user)
+    conversation = new_conversation(user)
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="deny")
+    url = f"{API}/conversations/{conversation.pk}/commands"
+    command = {"inputId": "in-1", "command": "echo hi", "includeInContext": True}
+    real = settlement.turn_close
+    failed = []
+
+    def turn_close(**kwargs):
+        if not failed:
+            failed.append(kwargs)
+            raise OperationalError("injected: the database went away while settling")
+        return real(**kwargs)
+
+    monkeypatch.setattr(settlement, "turn_close", turn_close)
+    before = _stored(conversation)
+    _unavailable(api.post_json(url, command))
+    assert failed
+    assert _stored(conversation) == before
+
+    retried = api.post_json(url, command)
+    assert retried.status_code == 201
+    call_id = retried.json()["toolCall"]["id"]
+    assert outcome_of(call_id) == "denied"
+    assert Turn.objects.get(pk=retried.json()["turnId"]).status == "ended"
+    assert [t for _, t in events_of(conversation)] == ["tool_call_response", "turn_ended"]

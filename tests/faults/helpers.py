@@ -4,7 +4,9 @@ then the invariant check (``manage.py check_integrity``), which must pass."""
 from __future__ import annotations
 
 from io import StringIO
+from urllib.parse import urlsplit, urlunsplit
 
+from django.conf import settings
 from django.core.management import call_command
 
 from conversations.integrity import CHECKS
@@ -51,3 +53,26 @@ def settled_once(call_ids) -> dict[str, dict]:
     payloads = {str(e.tool_call_id): e.payload for e in responses}
     assert len(payloads) == responses.count() == len(call_ids)
     return payloads
+
+
+def admin_url() -> str:
+    """The suite's PostgreSQL server, through its ``postgres`` database (the configured
+    database itself need not exist: the tests run on ``test_<name>_<pid>``)."""
+    return urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path="/postgres"))
+
+
+def terminate_backends(database: str) -> int:
+    """``pg_terminate_backend`` of every backend connected to ``database`` (that database
+    only: other databases of the server, other runs', are never touched), each waited for until
+    it has exited (up to 5 s); how many were terminated. Through the server's ``postgres``
+    database, so the caller's own connections are among those cut when they are on
+    ``database``."""
+    import psycopg  # PostgreSQL only
+
+    with psycopg.connect(admin_url(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            [database],
+        ).fetchall()
+    return sum(1 for (done,) in rows if done)

@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from conversations.models import ExecutionClaim, ToolActivity, ToolCall
@@ -196,6 +197,48 @@ def test_an_expired_claim_is_swept_by_a_starting_worker(user):
     with running_worker(handlers={"ls": _listing}):
         payload = wait_for(lambda: response_of(call_id))
     assert payload["outcome"] == "completed" and payload["attempts"] == 2
+
+
+def _failing_once(real, failures: list):
+    """``real``, raising a real ``OperationalError`` the first time (fault injection: a
+    connection cut at that precise step cannot be produced on demand on every database)."""
+
+    def once(*args, **kwargs):
+        failures.append(time.monotonic())
+        if len(failures) == 1:
+            raise OperationalError("terminating connection due to administrator command")
+        return real(*args, **kwargs)
+
+    return once
+
+
+def test_a_failed_pickup_is_tried_again_at_once_not_after_the_poll(user, monkeypatch):
+    from tools.runtime import worker as worker_module
+
+    tries: list[float] = []
+    monkeypatch.setattr(
+        worker_module,
+        "claim_acquire_batch",
+        _failing_once(worker_module.claim_acquire_batch, tries),
+    )
+    (call_id,) = _ready(user, ("ls", {}))
+    with running_worker(handlers={"ls": _listing}, poll_seconds=60):
+        payload = wait_for(lambda: response_of(call_id), timeout=10)
+    assert payload["outcome"] == "completed"
+    assert tries[1] - tries[0] < 3  # not the 60 s poll
+
+
+def test_a_failed_sweep_is_tried_again_at_once_not_after_the_lease(monkeypatch, settings):
+    from tools.runtime import worker as worker_module
+
+    settings.TOOLCORE_CLAIM_LEASE = 30
+    sweeps: list[float] = []
+    monkeypatch.setattr(
+        worker_module, "recover_all", _failing_once(worker_module.recover_all, sweeps)
+    )
+    with running_worker(handlers={"ls": _listing}, poll_seconds=60):
+        wait_for(lambda: len(sweeps) >= 2, timeout=10)
+    assert sweeps[1] - sweeps[0] < 3  # not the 30 s lease
 
 
 def test_the_demo_calls_run_in_a_worker(settings):

@@ -56,6 +56,10 @@ from .watchers import LAUNCH, RUN, Watchers
 logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 5.0  # the safety net only: commits wake the workers
+# After a failed pickup or sweep (a connection dropped, the database restarting), the next try
+# comes this soon, not after the poll or the lease: the pool hands out only live connections,
+# so it normally succeeds. Doubled after each failure in a row, up to the usual period.
+RETRY_SECONDS = 0.2
 DATABASE_THREADS_EXTRA = 2  # besides one per concurrent call: pickup and the sweep
 # A run still going this long after its start is published in_progress even if it has not
 # touched the database yet; one that ends sooner is published by its settlement.
@@ -168,17 +172,22 @@ class Worker:
         if connection.vendor == "postgresql":
             background.append(asyncio.create_task(self._listen_to_the_database()))
         logger.info("worker started", extra={"worker": self.name})
+        retry = RETRY_SECONDS
         try:
             while not stop.is_set():
                 self._wake.clear()
+                wait = self.poll_seconds
                 try:
                     await self._pick_up()
                     if self._launches_waiting:
                         self._launches_waiting = False
                         await self._start_launches()
-                except Exception:  # noqa: BLE001 - the database hiccupped: the poll tries again
+                    retry = RETRY_SECONDS
+                except Exception:  # noqa: BLE001 - the database hiccupped: try again soon
                     logger.warning("pickup failed", extra={"worker": self.name}, exc_info=True)
-                woken = await _first_of(self._wake.wait(), stop.wait(), timeout=self.poll_seconds)
+                    wait, retry = min(retry, self.poll_seconds), retry * 2
+                    self._launches_waiting = True
+                woken = await _first_of(self._wake.wait(), stop.wait(), timeout=wait)
                 if not woken:
                     self._launches_waiting = True  # the slow poll looks at launches too
         finally:
@@ -465,13 +474,17 @@ class Worker:
         return actions
 
     async def _sweep_every_lease(self) -> None:
+        retry = RETRY_SECONDS
         while True:
+            wait = settings.TOOLCORE_CLAIM_LEASE
             try:
                 await self.sweep()
                 await self.watchers.kill_left()
-            except Exception:  # noqa: BLE001 - the next sweep tries again
+                retry = RETRY_SECONDS
+            except Exception:  # noqa: BLE001 - the next sweep tries again, soon
                 logger.warning("recovery sweep failed", extra={"worker": self.name}, exc_info=True)
-            await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE)
+                wait, retry = min(retry, wait), retry * 2
+            await asyncio.sleep(wait)
 
     async def _heartbeat_every_third_of_the_lease(self) -> None:
         while True:
