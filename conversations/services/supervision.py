@@ -67,25 +67,13 @@ def _supervise(call: ToolCall) -> str | None:
     try:
         validate_arguments(spec, call.arguments)
     except ArgumentsInvalid as exc:
-        supervision = {
-            "decision": "failed",
-            "reason": exc.message,
-            "field": exc.field,
-            "rule": None,
-        }
-        return _settle(call, "failed", reason=exc.message, supervision=supervision)
+        return _fail(call, exc.message, exc.field)
     workspace = conversation_workspace(call.conversation)
     try:
         decision = evaluate(call.conversation_id, spec, call.arguments, workspace=workspace)
         suggested = suggested_rules(spec, call.arguments, workspace)
     except PathRefused as exc:  # a loop, a vanished link, a refused workspace: this call only
-        supervision = {
-            "decision": "failed",
-            "reason": exc.message,
-            "field": exc.field,
-            "rule": None,
-        }
-        return _settle(call, "failed", reason=exc.message, supervision=supervision)
+        return _fail(call, exc.message, exc.field)
     supervision = decision.as_supervision()
     effective = decision.decision
     if effective == "ask" and call.origin == ToolCall.Origin.USER:
@@ -120,6 +108,12 @@ def _supervise(call: ToolCall) -> str | None:
         call_moved(call)
         announce(READY, call.tool_name)
     return to_state
+
+
+def _fail(call: ToolCall, reason: str, field: str | None) -> str | None:
+    """Settle ``failed`` before anything ran: bad arguments, or a path that cannot be used."""
+    supervision = {"decision": "failed", "reason": reason, "field": field, "rule": None}
+    return _settle(call, "failed", reason=reason, supervision=supervision)
 
 
 def _settle(call: ToolCall, outcome: str, **kwargs: Any) -> str | None:

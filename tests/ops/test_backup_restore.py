@@ -21,6 +21,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
 
+from conversations.claim_tokens import holder_name
 from conversations.models import Asset
 from conversations.services.host import host_claim, host_settle
 from conversations.services.interactions import call_resolve
@@ -55,7 +56,13 @@ def _seed(user) -> None:
     _, _, (settled, running, _ready) = ready_host_calls(user, count=3)
     held = {}
     for call_id in (settled, running):
-        (claim,) = host_claim(tool_names=[HOST_TOOL], worker="host-1", limit=1, owner_id=user.pk)
+        (claim,) = host_claim(
+            tool_names=[HOST_TOOL],
+            worker="host-1",
+            limit=1,
+            owner_id=user.pk,
+            holder=holder_name(user_id=user.pk),
+        )
         assert str(claim.call_id) == call_id
         held[call_id] = claim
     image = base64.b64encode(png(8, 8)).decode()
@@ -69,6 +76,7 @@ def _seed(user) -> None:
             {"type": "image", "mediaType": "image/png", "data": image},
         ],
         owner_id=user.pk,
+        holder=holder_name(user_id=user.pk),
     )
 
     waiting = new_conversation(user)

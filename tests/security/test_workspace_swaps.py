@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Permission
 
-from conversations.models import ToolCall
-from conversations.services.interactions import call_resolve
 from conversations.storage import resolve_workspace
 from tests.conftest import client_for
 from tests.conversations.api_helpers import API, assert_error
-from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
-from tests.tools.worker_helpers import response_of, running_worker, wait_for
+from tests.conversations.helpers import new_conversation
+from tests.tools.worker_helpers import model_call, response_of, running_worker, wait_for
 from tools.models import AsyncRun, Launch
 from tools.runtime.registry import HANDLERS
 
@@ -28,13 +26,7 @@ SWAP = 'cd .. && mv "$PWD" "$PWD.old" && ln -s / "$PWD"'
 
 def _run(user, conversation, tool: str, arguments: dict) -> dict:
     """One model call of ``tool``, approved when it asks; its response once settled."""
-    turn_id = open_turn(conversation)
-    (call_id,) = assistant_calls(conversation, turn_id, (tool, arguments)).call_ids
-    if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
-        user.user_permissions.add(Permission.objects.get(codename="run_commands"))
-        user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
-        approval = {"kind": "approval", "decision": "allow", "persist": False}
-        call_resolve(call_id=call_id, user=user, request_id="approve", resolution=approval)
+    _, _, call_id = model_call(user, tool, arguments, conversation)
     return wait_for(lambda: response_of(call_id), timeout=15)
 
 

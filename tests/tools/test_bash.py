@@ -8,36 +8,20 @@ import json
 import time
 
 import pytest
-from django.contrib.auth.models import Permission
 
 from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from conversations.selectors import turn_results
 from conversations.services.cancel import call_cancel
-from conversations.services.interactions import call_resolve
 from conversations.storage import absolute_from_data, data_dir, sha256_file
 from tests.conversations.admin_helpers import call_page_url, client_of
-from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.factories import StaffFactory
 from tools.models import AsyncRun
 from tools.runtime.processes import group_has_live_member
 from tools.runtime.registry import HANDLERS
 
-from .worker_helpers import response_of, running_worker, wait_for
+from .worker_helpers import model_call, response_of, running_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _call(user, tool: str, arguments: dict, conversation=None):
-    """A model call of ``tool``; a ``bash`` call that asks is approved (by a user who may)."""
-    conversation = conversation or new_conversation(user)
-    turn_id = open_turn(conversation)
-    (call_id,) = assistant_calls(conversation, turn_id, (tool, arguments)).call_ids
-    if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
-        user.user_permissions.add(Permission.objects.get(codename="run_commands"))
-        user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
-        approval = {"kind": "approval", "decision": "allow", "persist": False}
-        call_resolve(call_id=call_id, user=user, request_id="approve", resolution=approval)
-    return conversation, turn_id, call_id
 
 
 def _group_gone(pgid: int) -> bool:
@@ -49,7 +33,7 @@ def _group_gone(pgid: int) -> bool:
 def test_a_command_is_captured_and_settles_with_its_files(user):
     script = "echo hello; sleep 0.2; echo oops >&2; sleep 0.2; printf 'no newline'; exit 3"
     with running_worker(handlers=HANDLERS):
-        _, _, call_id = _call(user, "bash", {"command": script})
+        _, _, call_id = model_call(user, "bash", {"command": script})
         payload = wait_for(lambda: response_of(call_id))
     assert payload["outcome"] == "completed"  # it ran to the end, whatever its exit code
     text = payload["modelContent"][0]["text"]
@@ -74,7 +58,7 @@ def test_a_command_is_captured_and_settles_with_its_files(user):
 
 def test_a_long_outputs_card_shows_its_last_lines(user):
     with running_worker(handlers=HANDLERS):
-        _, _, call_id = _call(user, "bash", {"command": "seq 1 100000"})
+        _, _, call_id = model_call(user, "bash", {"command": "seq 1 100000"})
         payload = wait_for(lambda: response_of(call_id))
     assert payload["userProjection"]["resultPreview"] == [str(n) for n in range(99995, 100001)]
     assert payload["userProjection"]["previewOverflow"] == {
@@ -89,7 +73,7 @@ def test_the_environment_holds_no_server_secret(user, monkeypatch):
     monkeypatch.setenv("SECRET_KEY", "s" * 40)
     monkeypatch.setenv("TOOLCORE_ENV_GREETING", "hi")
     with running_worker(handlers=HANDLERS):
-        conversation, _, call_id = _call(user, "bash", {"command": "env; pwd"})
+        conversation, _, call_id = model_call(user, "bash", {"command": "env; pwd"})
         payload = wait_for(lambda: response_of(call_id))
     text = payload["modelContent"][0]["text"]
     names = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
@@ -102,7 +86,7 @@ def test_the_environment_holds_no_server_secret(user, monkeypatch):
 
 def test_a_command_past_its_timeout_is_killed_and_says_so(user):
     with running_worker(handlers=HANDLERS):
-        _, _, call_id = _call(user, "bash", {"command": "echo start; sleep 60", "timeout": 1})
+        _, _, call_id = model_call(user, "bash", {"command": "echo start; sleep 60", "timeout": 1})
         payload = wait_for(lambda: response_of(call_id), timeout=15)
     text = payload["modelContent"][0]["text"]
     assert payload["outcome"] == "completed"
@@ -112,7 +96,7 @@ def test_a_command_past_its_timeout_is_killed_and_says_so(user):
 def test_a_long_command_is_promoted_to_an_async_run_and_its_end_is_a_notice(user, settings):
     settings.TOOLCORE_PROMOTE_AFTER = 1
     with running_worker(handlers=HANDLERS):
-        conversation, turn_id, call_id = _call(
+        conversation, turn_id, call_id = model_call(
             user, "bash", {"command": "echo begun; sleep 2; echo done"}
         )
         payload = wait_for(lambda: response_of(call_id))
@@ -134,12 +118,12 @@ def test_a_long_command_is_promoted_to_an_async_run_and_its_end_is_a_notice(user
 def test_a_background_run_is_paged_and_killed_by_the_model(user):
     script = "for i in $(seq 1 300); do echo line $i; done; sleep 120"
     with running_worker(handlers=HANDLERS):
-        conversation, _, call_id = _call(
+        conversation, _, call_id = model_call(
             user, "bash", {"command": script, "run_in_background": True}
         )
         run_id = wait_for(lambda: response_of(call_id))["asyncRunId"]
         wait_for(lambda: b"line 300" in _output(run_id))
-        _, _, logs = _call(
+        _, _, logs = model_call(
             user,
             "async_bash_logs",
             {"id": run_id, "offset": 10, "limit": 3},
@@ -152,7 +136,7 @@ def test_a_background_run_is_paged_and_killed_by_the_model(user):
         )
         assert text.endswith("Continue with offset=13.")
         pgid = AsyncRun.objects.get(pk=run_id).pgid
-        _, _, kill = _call(user, "async_bash_kill", {"id": run_id}, conversation=conversation)
+        _, _, kill = model_call(user, "async_bash_kill", {"id": run_id}, conversation=conversation)
         assert wait_for(lambda: response_of(kill), timeout=15)["modelContent"][0]["text"] == (
             f"Killed async run {run_id}."
         )
@@ -171,7 +155,7 @@ def _output(run_id) -> bytes:
 def test_cancelling_a_running_command_kills_its_whole_group(user):
     script = "sleep 300 & sh -c 'sleep 300' & echo started; wait"
     with running_worker(handlers=HANDLERS):
-        _, _, call_id = _call(user, "bash", {"command": script})
+        _, _, call_id = model_call(user, "bash", {"command": script})
         claim = wait_for(
             lambda: ExecutionClaim.objects.filter(call_id=call_id, pgid__isnull=False).first()
         )
@@ -188,7 +172,7 @@ def test_deleting_a_conversation_kills_its_background_runs(user):
     from conversations.services.conversations import conversation_delete
 
     with running_worker(handlers=HANDLERS):
-        conversation, _, call_id = _call(
+        conversation, _, call_id = model_call(
             user, "bash", {"command": "sleep 300", "run_in_background": True}
         )
         run_id = wait_for(lambda: response_of(call_id))["asyncRunId"]
@@ -269,7 +253,7 @@ def test_a_background_command_that_exits_at_once_is_an_async_run_noticed_after_i
     or its notice was appended before the response."""
     with running_worker(handlers=HANDLERS):
         for _ in range(PROMOTION_ROUNDS):
-            conversation, _, call_id = _call(
+            conversation, _, call_id = model_call(
                 user, "bash", {"command": command, "run_in_background": True}
             )
             response, notice = _promoted(conversation, call_id)
@@ -287,7 +271,7 @@ def test_a_promoted_foreground_command_is_noticed_after_its_response(user, setti
     settings.TOOLCORE_PROMOTE_AFTER = 1
     with running_worker(handlers=HANDLERS):
         for _ in range(3):
-            conversation, _, call_id = _call(user, "bash", {"command": "sleep 1.1; seq 1 250"})
+            conversation, _, call_id = model_call(user, "bash", {"command": "sleep 1.1; seq 1 250"})
             response, notice = _promoted(conversation, call_id)
             run = AsyncRun.objects.get(tool_call_id=call_id)
             assert response.payload["asyncRunId"] == str(run.pk)
@@ -307,13 +291,13 @@ def test_async_bash_logs_shows_a_page_that_fits_and_summarises_a_larger_one(user
     (19 of these lines) is shown whole."""
     script = "for i in $(seq 1 100); do printf '%03d %0596d\\n' $i 0; done; sleep 0.5"
     with running_worker(handlers=HANDLERS):
-        conversation, _, call_id = _call(
+        conversation, _, call_id = model_call(
             user, "bash", {"command": script, "run_in_background": True}
         )
         run_id = wait_for(lambda: response_of(call_id))["asyncRunId"]
         wait_for(lambda: AsyncRun.objects.filter(pk=run_id, status="exited").exists())
-        _, _, large = _call(user, "async_bash_logs", {"id": run_id}, conversation=conversation)
-        _, _, small = _call(
+        _, _, large = model_call(user, "async_bash_logs", {"id": run_id}, conversation=conversation)
+        _, _, small = model_call(
             user,
             "async_bash_logs",
             {"id": run_id, "offset": 2, "limit": 19},
@@ -355,7 +339,7 @@ def test_a_cancelled_commands_capture_is_linked_and_stays_verifiable(user, api):
     written more, and the model is told how much was captured."""
     script = "trap '' TERM; while :; do echo yes; done"
     with running_worker(handlers=HANDLERS):
-        _, _, call_id = _call(user, "bash", {"command": script})
+        _, _, call_id = model_call(user, "bash", {"command": script})
         claim = wait_for(
             lambda: ExecutionClaim.objects.filter(call_id=call_id, pgid__isnull=False).first()
         )

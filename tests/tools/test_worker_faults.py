@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.db import OperationalError
 
-from conversations.models import Asset, ConversationEvent, ToolCall
+from conversations.models import Asset, ConversationEvent
 from conversations.orphans import orphan_folders
-from conversations.services.interactions import call_resolve
 from conversations.storage import absolute_from_data, data_dir, sha256_file
-from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.conversations.helpers import new_conversation
 from tests.faults.helpers import assert_intact
 from tools.models import AsyncRun
 from tools.runtime import bash as bash_module
@@ -32,7 +30,7 @@ from tools.runtime import worker as worker_module
 from tools.runtime.registry import HANDLERS
 from tools.workspaces import conversation_workspace
 
-from .worker_helpers import response_of, running_worker, wait_for
+from .worker_helpers import model_call, response_of, running_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,17 +56,12 @@ def _fail(monkeypatch, module: Any, name: str, *, times: int = 1) -> list[int]:
 
 
 def _call(user, arguments: dict) -> tuple[Any, Any, Path]:
-    """A ``bash`` call made ready (approved when the permission port asks)."""
+    """A ``bash`` call made ready (approved when the permission port asks), its workspace
+    made."""
     conversation = new_conversation(user)
     workspace = conversation_workspace(conversation)
     workspace.mkdir(parents=True)
-    turn_id = open_turn(conversation)
-    (call_id,) = assistant_calls(conversation, turn_id, ("bash", arguments)).call_ids
-    if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
-        user.user_permissions.add(Permission.objects.get(codename="run_commands"))
-        user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
-        approval = {"kind": "approval", "decision": "allow", "persist": False}
-        call_resolve(call_id=call_id, user=user, request_id="approve", resolution=approval)
+    _, _, call_id = model_call(user, "bash", arguments, conversation)
     return conversation, call_id, workspace
 
 

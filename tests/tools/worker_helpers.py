@@ -17,7 +17,9 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, connections
 
-from conversations.models import ConversationEvent
+from conversations.models import ConversationEvent, ToolCall
+from conversations.services.interactions import call_resolve
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tools.runtime.worker import Worker
 
 
@@ -44,6 +46,23 @@ def running_worker(**kwargs: Any) -> Iterator[Worker]:
         thread.join(15)
         assert not thread.is_alive(), "the worker did not stop"
         connections.close_all()
+
+
+def model_call(user, tool: str, arguments: dict, conversation=None) -> tuple[Any, str, Any]:
+    """A model call of ``tool`` in ``conversation`` (a new one by default), approved by
+    ``user`` (given ``tools.run_commands``) when the permission port asks: ``(conversation,
+    turn id, call id)``."""
+    from django.contrib.auth.models import Permission
+
+    conversation = conversation or new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, (tool, arguments)).call_ids
+    if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
+        user.user_permissions.add(Permission.objects.get(codename="run_commands"))
+        user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
+        approval = {"kind": "approval", "decision": "allow", "persist": False}
+        call_resolve(call_id=call_id, user=user, request_id="approve", resolution=approval)
+    return conversation, turn_id, call_id
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, every: float = 0.02) -> Any:

@@ -153,17 +153,19 @@ class _Read:
     rest: list[Word]
     unknown: Word | None = None  # a dynamic word where an option or the command must be
     assigned: list[Word] = field(default_factory=list)  # NAME=VALUE words (env, sudo)
+    dynamic: set[str] = field(default_factory=set)  # options whose value is an expansion
 
 
 def read_options(words: Sequence[Word], table: Options) -> _Read:
     """Read ``words`` (after the runner's name) by ``table``."""
     flags: dict[str, str | None] = {}
+    from_expansion: set[str] = set()
     operands: list[Word] = []
     i = 0
     while i < len(words):
         word = words[i]
         if word.dynamic:
-            return _Read(flags, operands, list(words[i:]), unknown=word)
+            return _Read(flags, operands, list(words[i:]), unknown=word, dynamic=from_expansion)
         text = word.value
         if text == "--":
             i += 1
@@ -174,29 +176,36 @@ def read_options(words: Sequence[Word], table: Options) -> _Read:
                 flags[name] = value
             elif name in table.long_valued and i + 1 < len(words):
                 flags[name] = words[i + 1].value
+                if words[i + 1].dynamic:
+                    from_expansion.add(name)
                 i += 1
             else:
                 flags[name] = None
             i += 1
             continue
         if text.startswith("-") and len(text) > 1:
-            i += _short_cluster(text[1:], words, i, table, flags)
+            i += _short_cluster(text[1:], words, i, table, flags, from_expansion)
             continue
         break
     rest = list(words[i:])
     while len(operands) < table.operands and rest:
         if rest[0].dynamic:
-            return _Read(flags, operands, rest, unknown=rest[0])
+            return _Read(flags, operands, rest, unknown=rest[0], dynamic=from_expansion)
         operands.append(rest.pop(0))
     assigned: list[Word] = []
     if table.assignments:
         while rest and not rest[0].dynamic and _is_assignment(rest[0].value):
             assigned.append(rest.pop(0))
-    return _Read(flags, operands, rest, assigned=assigned)
+    return _Read(flags, operands, rest, assigned=assigned, dynamic=from_expansion)
 
 
 def _short_cluster(
-    letters: str, words: Sequence[Word], at: int, table: Options, flags: dict[str, str | None]
+    letters: str,
+    words: Sequence[Word],
+    at: int,
+    table: Options,
+    flags: dict[str, str | None],
+    from_expansion: set[str],
 ) -> int:
     """Read ``-abc`` (``letters`` without the dash); the number of words it took."""
     for pos, letter in enumerate(letters):
@@ -206,6 +215,8 @@ def _short_cluster(
                 flags["-" + letter] = attached
                 return 1
             flags["-" + letter] = words[at + 1].value if at + 1 < len(words) else None
+            if at + 1 < len(words) and words[at + 1].dynamic:
+                from_expansion.add("-" + letter)
             return 2
         if letter in table.short_optional:
             flags["-" + letter] = attached or None
@@ -245,6 +256,9 @@ def unwrap(program: str, words: Sequence[Word], *, stdin: str | None) -> Unwrapp
 
 def _env(_program: str, read: _Read, _words: Sequence[Word], _stdin: str | None, out: Unwrapped):
     split = read.flags.get("-S", read.flags.get("--split-string"))
+    if read.dynamic & {"-S", "--split-string"}:
+        out.unplain = ("a command string from an expansion", "env -S")
+        return
     if split is not None:
         # ``env -S 'rm -rf x'`` splits the string into words and runs them (then the rest).
         rest = " ".join(w.source for w in read.rest)
@@ -340,6 +354,9 @@ def _flock(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
     """``flock [options] FILE CMD…`` or ``flock [options] FILE -c STRING`` (``-c`` may also
     come before the file); ``flock [options] FD`` runs nothing."""
     string = read.flags.get("-c", read.flags.get("--command"))
+    if read.dynamic & {"-c", "--command"}:
+        out.unplain = ("a command string from an expansion", "flock -c")
+        return
     rest = read.rest
     if string is None and rest and not rest[0].dynamic and rest[0].value in ("-c", "--command"):
         if len(rest) < 2:
