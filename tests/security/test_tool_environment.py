@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.test_bash import _call
-from tests.tools.worker_helpers import response_of, running_worker, wait_for
+from tests.tools.worker_helpers import model_call, response_of, running_worker, wait_for
 from tools.runtime.capture import ENV_PREFIX, tool_environment
 from tools.runtime.registry import HANDLERS
 
@@ -98,7 +97,7 @@ def test_a_real_bash_call_sees_none_of_them(user, monkeypatch):
         ):
             monkeypatch.setenv(name, canary(name))  # the process keeps working with these
     with running_worker(handlers=HANDLERS):
-        _, _, call_id = _call(user, "bash", {"command": "env"})
+        _, _, call_id = model_call(user, "bash", {"command": "env"})
         payload = wait_for(lambda: response_of(call_id))
     text = payload["modelContent"][0]["text"]
     shown = {line.split("=", 1)[0] for line in text.splitlines() if "=" in line}
