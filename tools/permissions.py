@@ -191,10 +191,11 @@ def evaluate(
     )
     if is_command_subject(spec, arguments):
         return _command_decision(spec, subject, rules)
+    who = _who(spec, subject, command=False)
     best = _precedence([rule for rule in rules if path_rule_matches(rule, subject)])
     if best is None:
-        return _default(spec)
-    return Decision(best.decision, _rule_reason(best), best)
+        return _default(spec, who)
+    return _by_rule(best, who)
 
 
 def _precedence(matching: Sequence[PermissionRule]) -> PermissionRule | None:
@@ -221,58 +222,93 @@ def _command_decision(spec: ToolSpec, line: str, rules: list[PermissionRule]) ->
     (or the tool's default); a deny of any one denies the line; a line that is not plain is
     denied when any deny rule applies and never allowed by a rule; else the strictest."""
     parsed = parse_command(line)
+    who = _who(spec, line, command=True)
     decided = [
         _precedence([r for r in rules if command_rule_matches(r, c, line=line, parsed=parsed)])
         for c in parsed.commands or (_NOTHING,)
     ]
     denied = [rule for rule in decided if rule is not None and rule.decision == "deny"]
     if denied:
-        rule = _precedence(denied)
-        return Decision("deny", _rule_reason(rule), rule)
+        return _by_rule(_precedence(denied), who)
     if not parsed.plain:
         deny_rules = [rule for rule in rules if rule.decision == "deny"]
         if deny_rules:
             reason = f"Cannot be checked against the deny rules: {parsed.unplain}."
             return Decision("deny", reason, _precedence(deny_rules))
         if not rules and spec.default_decision == "allow":
-            return _default(spec)  # a host tool without rules: the host's own policy decides
+            return _default(spec, who)  # a host tool without rules: the host's policy decides
         decision = "deny" if spec.default_decision == "deny" else "ask"
-        reason = f"Not a plain command ({parsed.unplain}); no rule can allow it."
+        reason = f"No rule can allow {who}: it is not a plain command ({parsed.unplain})."
         return Decision(decision, reason, None)
     ranked = [(rule.decision if rule else spec.default_decision, rule) for rule in decided]
     # At a tie the default speaks: rules decide a line only where they match all of it.
     decision, rule = min(ranked, key=lambda d: (_DECISION_RANK[d[0]], d[1] is not None))
     if rule is not None:
-        return Decision(decision, _rule_reason(rule), rule)
+        return _by_rule(rule, who)
     if (
         parsed.writes is not None
-        and decision != "allow"
+        and decision == "ask"
         and any(r.decision == "allow" for r in rules)
     ):
         reason = (
-            f"It writes to a file ({parsed.writes}); an allow rule covers that only when it "
-            "names the whole command."
+            f"No permission rule allows {who}: it writes to a file ({parsed.writes}), which a "
+            "rule allows only when it names the whole command."
         )
         return Decision(decision, reason, None)
-    return _default(spec)
+    return _default(spec, who)
 
 
-def _default(spec: ToolSpec) -> Decision:
-    return Decision(
-        spec.default_decision, _default_reason(spec.default_decision, default=True), None
-    )
+# --- reasons ------------------------------------------------------------------------------
+# An approval's reason says why it is asked: which tool, which command or path, and that no
+# rule allows it, or which ``ask`` rule matched. Deny and allow reasons keep their short forms
+# (the model's terminal text quotes "Denied by permission policy.").
+
+# How much of a command or path a reason quotes (UTF-8 bytes, "…" included).
+SUBJECT_QUOTE_BYTES = 200
+DENIED_REASON = "Denied by permission policy."
 
 
-def _rule_reason(rule: PermissionRule) -> str:
-    return cut_text(rule.reason) if rule.reason else _default_reason(rule.decision)
+def _who(spec: ToolSpec, subject: str, *, command: bool) -> str:
+    """The tool and what it was asked to do, as a reason names it: ``bash to run “make”``,
+    ``read on “/w/a.txt”``, or the tool's name alone: the first line of the subject, cut, in
+    typographic quotes (a shell command has straight quotes and backquotes of its own)."""
+    first, _, more = subject.strip().partition("\n")
+    if not first:
+        return spec.name
+    shown = cut_text(first.rstrip("\r"), SUBJECT_QUOTE_BYTES) + (" …" if more.strip() else "")
+    return f"{spec.name} to run “{shown}”" if command else f"{spec.name} on “{shown}”"
 
 
-def _default_reason(decision: str, *, default: bool = False) -> str:
-    if decision == "deny":
-        return "Denied by permission policy."
-    if decision == "ask":
-        return "This tool needs approval." if default else "A permission rule asks for approval."
-    return "Allowed by default." if default else "Allowed by a permission rule."
+def _rule_shown(rule: PermissionRule) -> str:
+    """``the global rule “ask bash git push*”``, ``this conversation's rule “ask read”``."""
+    scope = "the global rule" if rule.conversation_id is None else "this conversation's rule"
+    named = " ".join(part for part in (rule.decision, rule.tool_name, rule.pattern) if part)
+    return f"{scope} “{named}”"
+
+
+def _by_rule(rule: PermissionRule, who: str) -> Decision:
+    """The decision a matching ``rule`` makes, with its reason: the rule's own reason for a
+    deny or an allow when it has one; for an ask, which rule asks before what."""
+    if rule.decision == "ask":
+        shown = _rule_shown(rule)
+        reason = f"{shown[0].upper()}{shown[1:]} asks before it allows {who}."
+        if rule.reason:
+            reason = f"{reason} Its reason: {rule.reason}"
+        return Decision("ask", cut_text(reason), rule)
+    if rule.reason:
+        return Decision(rule.decision, cut_text(rule.reason), rule)
+    default = DENIED_REASON if rule.decision == "deny" else "Allowed by a permission rule."
+    return Decision(rule.decision, default, rule)
+
+
+def _default(spec: ToolSpec, who: str) -> Decision:
+    """The tool's default decision, when no rule decides."""
+    reason = {
+        "deny": DENIED_REASON,
+        "ask": f"No permission rule allows {who}.",
+        "allow": "Allowed by default.",
+    }[spec.default_decision]
+    return Decision(spec.default_decision, cut_text(reason), None)
 
 
 def suggested_rules(spec: ToolSpec, arguments: Any, workspace: Path | None) -> list[dict[str, str]]:

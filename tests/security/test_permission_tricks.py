@@ -370,7 +370,8 @@ def test_a_line_that_is_not_plain_names_the_construct(user):
     decision = evaluate(conversation, "bash", {"command": "$X -rf data"})
     assert decision == (
         "ask",
-        "Not a plain command (a command word from an expansion: $X); no rule can allow it.",
+        "No rule can allow bash to run “$X -rf data”: it is not a plain command (a command "
+        "word from an expansion: $X).",
         None,
     )
 

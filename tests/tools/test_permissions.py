@@ -16,6 +16,7 @@ from tools.permissions import (
     specificity,
     suggested_rules,
 )
+from tools.workspaces import conversation_workspace
 
 from ..conversations.helpers import new_conversation
 
@@ -85,7 +86,8 @@ def test_a_deny_rule_catches_a_chained_simple_command(user, scope, pattern, comm
 def test_a_deny_rule_does_not_catch_what_it_does_not_name(user, command):
     conversation = new_conversation(user)
     _rule(None, "deny", "rm *")
-    assert _bash(conversation, command) == ("ask", "This tool needs approval.", None)
+    reason = f"No permission rule allows bash to run “{command}”."
+    assert _bash(conversation, command) == ("ask", reason, None)
 
 
 def test_a_global_deny_wins_over_an_exact_conversation_allow_of_the_chain(user):
@@ -208,3 +210,72 @@ def test_no_suggestion_when_the_exact_one_could_not_be_saved():
     # Never a wider rule in its place: persisting such an approval saves nothing.
     assert suggested_rules(tool_spec("bash"), {"command": "echo " + "*" * 400}, None) == []
     assert suggested_rules(tool_spec("bash"), {"command": "echo " + "x" * 1019}, None) != []
+
+
+# --- approval reasons: which tool, which command or path, and why ----------------------------
+
+
+def test_an_approval_reason_names_the_tool_and_the_command(user):
+    conversation = new_conversation(user)
+    assert _bash(conversation, "git push origin main").reason == (
+        "No permission rule allows bash to run “git push origin main”."
+    )
+    # Only the first line of a script, marked as going on; a long line is cut.
+    assert _bash(conversation, "make build\nmake test").reason == (
+        "No permission rule allows bash to run “make build …”."
+    )
+    long = _bash(conversation, "echo " + "x" * 500).reason
+    assert long.startswith("No permission rule allows bash to run “echo xxx")
+    assert len(long.encode()) < 300 and "…" in long
+
+
+def test_an_approval_reason_names_the_ask_rule_that_matched(user):
+    conversation = new_conversation(user)
+    _rule(conversation, "allow", "git *")
+    push = _rule(conversation, "ask", "git push*")
+    decision = _bash(conversation, "git push origin")
+    assert decision == (
+        "ask",
+        "This conversation's rule “ask bash git push*” asks before it allows bash to run "
+        "“git push origin”.",
+        push,
+    )
+    noted = _rule(None, "ask", "docker *", reason="Containers touch the shared host.")
+    assert _bash(conversation, "docker ps") == (
+        "ask",
+        "The global rule “ask bash docker *” asks before it allows bash to run “docker ps”. "
+        "Its reason: Containers touch the shared host.",
+        noted,
+    )
+
+
+def test_an_approval_reason_for_a_path_tool_names_the_resolved_path(user, settings):
+    conversation = new_conversation(user)
+    _rule(conversation, "ask", "*/secrets/*", tool="read")
+    decision = evaluate(conversation, "read", {"path": "secrets/key.pem"})
+    path = conversation_workspace(conversation) / "secrets" / "key.pem"
+    assert decision.reason == (
+        f"This conversation's rule “ask read */secrets/*” asks before it allows read on “{path}”."
+    )
+
+
+def test_an_approval_reason_says_why_no_rule_can_allow_the_command(user):
+    conversation = new_conversation(user)
+    _rule(conversation, "allow", "ls *")
+    assert _bash(conversation, "$X -la").reason == (
+        "No rule can allow bash to run “$X -la”: it is not a plain command (a command word "
+        "from an expansion: $X)."
+    )
+    assert _bash(conversation, "ls -la > out.txt").reason == (
+        "No permission rule allows bash to run “ls -la > out.txt”: it writes to a file "
+        "(> out.txt), which a rule allows only when it names the whole command."
+    )
+
+
+def test_deny_and_allow_reasons_keep_their_short_forms(user):
+    conversation = new_conversation(user)
+    _rule(conversation, "allow", "ls *")
+    assert _bash(conversation, "ls -la").reason == "Allowed by a permission rule."
+    _rule(None, "deny", "rm *")
+    assert _bash(conversation, "rm -rf x").reason == "Denied by permission policy."
+    assert evaluate(conversation, "read", {"path": "a.txt"}).reason == "Allowed by default."
