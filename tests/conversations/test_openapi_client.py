@@ -23,6 +23,7 @@ from http import HTTPStatus
 from pathlib import Path
 from types import ModuleType
 
+import httpx
 import pytest
 
 from tests.realtime.daphne_helpers import site
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.e2e
 PACKAGE = "toolcore_client"
 GENERATE_SECONDS = 60
 BARRIER_ROUNDS = 6  # of `wait=5` each: the worker runs `ls -a` in well under a second
+# Above the barrier's wait (httpx's own default, 5 s, would cut a wait of 5 s short).
+REQUEST_SECONDS = 30
 
 
 def _generate(url: str, folder: Path) -> subprocess.CompletedProcess:
@@ -86,6 +89,19 @@ def _api(package: ModuleType, tag: str, operation: str) -> ModuleType:
     return importlib.import_module(f"{package.__name__}.api.{tag}.{operation}")
 
 
+def _client(package: ModuleType, live, **headers: str):
+    """The generated ``AuthenticatedClient`` of the site's token. A client of its own for other
+    headers: the generated ``with_headers`` also changes the original's connection."""
+    return package.AuthenticatedClient(
+        base_url=live.server.http_url,
+        token=live.token,
+        headers=headers,
+        raise_on_unexpected_status=True,
+        timeout=httpx.Timeout(REQUEST_SECONDS),
+        httpx_args={"trust_env": False},  # no proxy from the environment: the site is local
+    )
+
+
 def test_the_readme_flow_through_a_generated_client(live, generated):
     models = importlib.import_module(f"{PACKAGE}.models")
     conversations = {
@@ -104,12 +120,7 @@ def test_the_readme_flow_through_a_generated_client(live, generated):
         for name in ("get_tool_call", "resolve_tool_call", "get_tool_call_details")
     }
     get_asset = _api(generated, "assets", "get_asset")
-    client = generated.AuthenticatedClient(
-        base_url=live.server.http_url,
-        token=live.token,
-        raise_on_unexpected_status=True,
-        httpx_args={"trust_env": False},
-    )
+    client = _client(generated, live)
 
     # A conversation, a user message, the assistant's bash call.
     conversation = conversations["create_conversation"].sync(
@@ -232,10 +243,10 @@ def test_the_readme_flow_through_a_generated_client(live, generated):
     whole = get_asset.sync(output.id, client=client)
     data = whole.payload.read()
     assert hashlib.sha256(data).hexdigest() == output.sha256 and b".." in data
-    ranged = get_asset.sync_detailed(output.id, client=client.with_headers({"Range": "bytes=0-1"}))
+    ranged = get_asset.sync_detailed(output.id, client=_client(generated, live, Range="bytes=0-1"))
     assert ranged.status_code == HTTPStatus.PARTIAL_CONTENT
     assert ranged.parsed.payload.read() == data[:2]
 
     # An error answers the error body's class.
-    missing = calls["get_tool_call"].sync(uuid.uuid4(), client=client.with_headers({}))
+    missing = calls["get_tool_call"].sync(uuid.uuid4(), client=client)
     assert isinstance(missing, models.ErrorOut) and missing.error.code == "not_found"
