@@ -39,16 +39,16 @@ from .schemas import (
     QueueAckIn,
     QueueAckOut,
     ResolutionIn,
-    ResolutionOut,
     SettledCallOut,
     TurnCancelOut,
     TurnEndIn,
     TurnEndOut,
-    TurnPendingOut,
-    TurnSettledOut,
+    TurnResultsOut,
     UnfinishedCallOut,
     errors,
 )
+from .schemas_common import PathId
+from .schemas_events import ResolutionOut
 from .schemas_snapshot import HistoryPageOut, LiveIn, LiveOut, SnapshotOut
 from .services.cancel import call_cancel, turn_cancel, turn_end
 from .services.conversations import conversation_create, conversation_delete
@@ -69,11 +69,16 @@ Limit = Query(50, ge=1, le=100)
 # (413) or invalid (422).
 _READ = (401, 404)
 _WRITE = (400, 401, 403, 404, 413, 422)
+# An asset's bytes. `application/octet-stream` first: the binary type a client generator reads
+# (it takes the first content type it knows); `*/*` because the `Content-Type` actually sent is
+# the asset's own (`text/plain; charset=utf-8`, `application/json`, `image/png`, …).
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
+_BYTES = {"content": {"application/octet-stream": _BINARY, "*/*": _BINARY}}
 
 
 @router.post(
     "/conversations",
+    operation_id="create_conversation",
     summary="Create a conversation",
     response={201: ConversationOut, **errors(400, 401, 403, 413, 422)},
 )
@@ -96,6 +101,7 @@ def create_conversation(
 
 @router.get(
     "/conversations",
+    operation_id="list_conversations",
     summary="List conversations",
     response={200: ConversationPage, **errors(401, 422)},
 )
@@ -112,10 +118,11 @@ def list_conversations(
 
 @router.get(
     "/conversations/{cid}",
+    operation_id="get_conversation",
     summary="Get a conversation",
     response={200: ConversationOut, **errors(*_READ)},
 )
-def get_conversation(request: HttpRequest, cid: str) -> HttpResponse:
+def get_conversation(request: HttpRequest, cid: PathId) -> HttpResponse:
     """One conversation with its `lastSequence` (the sequence of its newest event).
 
     Another user's conversation answers 404, exactly like a missing one.
@@ -125,10 +132,11 @@ def get_conversation(request: HttpRequest, cid: str) -> HttpResponse:
 
 @router.delete(
     "/conversations/{cid}",
+    operation_id="delete_conversation",
     summary="Delete a conversation",
     response={204: None, **errors(401, 403, 404)},
 )
-def delete_conversation(request: HttpRequest, cid: str) -> HttpResponse:
+def delete_conversation(request: HttpRequest, cid: PathId) -> HttpResponse:
     """Cancels what is still open (unfinished calls settle as a cancel settles them), then
     deletes the conversation, its events and its files. Answers 204 with no body.
 
@@ -143,10 +151,11 @@ def delete_conversation(request: HttpRequest, cid: str) -> HttpResponse:
 
 @router.post(
     "/conversations/{cid}/messages",
+    operation_id="post_message",
     summary="Post a user or assistant message",
     response={200: MessageOut, 201: MessageOut, **errors(*_WRITE, 409)},
 )
-def post_message(request: HttpRequest, cid: str, payload: MessageIn) -> HttpResponse:
+def post_message(request: HttpRequest, cid: PathId, payload: MessageIn) -> HttpResponse:
     """Appends a `user_message` or `assistant_message` event and answers it with the tool
     calls it created (201).
 
@@ -176,10 +185,11 @@ def post_message(request: HttpRequest, cid: str, payload: MessageIn) -> HttpResp
 
 @router.post(
     "/conversations/{cid}/commands",
+    operation_id="post_command",
     summary="Run a user !command",
     response={200: CommandOut, 201: CommandOut, **errors(*_WRITE, 409)},
 )
-def post_command(request: HttpRequest, cid: str, payload: CommandIn) -> HttpResponse:
+def post_command(request: HttpRequest, cid: PathId, payload: CommandIn) -> HttpResponse:
     """A command typed by the user (`!ls`): opens a turn of its own with one `bash` call and
     answers it (201). The call is supervised like any other `bash` call.
 
@@ -206,12 +216,13 @@ def post_command(request: HttpRequest, cid: str, payload: CommandIn) -> HttpResp
 
 @router.get(
     "/conversations/{cid}/events",
+    operation_id="list_events",
     summary="Replay durable events",
     response={200: EventsPageOut, **errors(*_READ, 409, 422)},
 )
 def list_events(
     request: HttpRequest,
-    cid: str,
+    cid: PathId,
     after: int = Query(0, ge=0),
     limit: int = Query(100, ge=1, le=100),
 ) -> HttpResponse:
@@ -228,10 +239,11 @@ def list_events(
 
 @router.get(
     "/conversations/{cid}/snapshot",
+    operation_id="get_snapshot",
     summary="Read a conversation's current state",
     response={200: SnapshotOut, **errors(*_READ)},
 )
-def get_snapshot(request: HttpRequest, cid: str) -> HttpResponse:
+def get_snapshot(request: HttpRequest, cid: PathId) -> HttpResponse:
     """The state a client needs to show the conversation now, read consistently in one
     transaction: `lastSequence` is exactly the last event it reflects, so replaying
     `GET …/events?after=lastSequence` on top of it loses and repeats nothing.
@@ -254,11 +266,12 @@ def get_snapshot(request: HttpRequest, cid: str) -> HttpResponse:
 
 @router.get(
     "/conversations/{cid}/history",
+    operation_id="get_history",
     summary="Page through messages and tool cards",
     response={200: HistoryPageOut, **errors(*_READ, 422)},
 )
 def get_history(
-    request: HttpRequest, cid: str, before: str | None = None, limit: int = Limit
+    request: HttpRequest, cid: PathId, before: str | None = None, limit: int = Limit
 ) -> HttpResponse:
     """The conversation as a transcript, newest first: `{"type": "message", "event"}` for
     each `user_message` and `assistant_message`, and `{"type": "tool", …}` for each tool call's
@@ -277,10 +290,11 @@ def get_history(
 
 @router.post(
     "/conversations/{cid}/live",
+    operation_id="post_live",
     summary="Stream a piece of the assistant's reply",
     response={202: LiveOut, **errors(*_WRITE, 409)},
 )
-def post_live(request: HttpRequest, cid: str, payload: LiveIn) -> HttpResponse:
+def post_live(request: HttpRequest, cid: PathId, payload: LiveIn) -> HttpResponse:
     """Publishes `{"type": "conversation.live", "conversationId", "turnId", "kind", "delta",
     "providerCallId"?}` to the conversation's websocket subscribers at once, while the
     assistant's reply streams and before its message is posted. **Nothing is stored**: a
@@ -313,12 +327,13 @@ def _barrier_scope(user: Any, cid: str, tid: str) -> tuple[Any, Any]:
 
 @router.get(
     "/conversations/{cid}/turns/{tid}/results",
+    operation_id="wait_turn_results",
     auth=AsyncAuth(),
     summary="Wait for a turn's tool results (the turn barrier)",
-    response={200: TurnSettledOut | TurnPendingOut, **errors(*_READ, 422)},
+    response={200: TurnResultsOut, **errors(*_READ, 422)},
 )
 async def turn_results(
-    request: HttpRequest, cid: str, tid: str, wait: float = Query(0, ge=0, le=60)
+    request: HttpRequest, cid: PathId, tid: PathId, wait: float = Query(0, ge=0, le=60)
 ) -> HttpResponse:
     """Answers as soon as the turn has no unfinished call, waiting at most `wait` seconds
     (0…60, default 0: answer at once). Always 200, in one of two shapes:
@@ -341,10 +356,11 @@ async def turn_results(
 
 @router.post(
     "/conversations/{cid}/queue/ack",
+    operation_id="ack_queue",
     summary="Acknowledge queue notices",
     response={200: QueueAckOut, **errors(*_WRITE)},
 )
-def ack_queue(request: HttpRequest, cid: str, payload: QueueAckIn) -> HttpResponse:
+def ack_queue(request: HttpRequest, cid: PathId, payload: QueueAckIn) -> HttpResponse:
     """Marks the async-run notices with `sequence <= upTo` delivered and answers the notices
     still waiting. Idempotent: acknowledging again changes nothing (`acknowledged: 0`).
     """
@@ -354,10 +370,11 @@ def ack_queue(request: HttpRequest, cid: str, payload: QueueAckIn) -> HttpRespon
 
 @router.post(
     "/conversations/{cid}/turns/{tid}/cancel",
+    operation_id="cancel_turn",
     summary="Cancel a turn's open calls",
     response={200: TurnCancelOut, **errors(401, 403, 404, 409, 413)},
 )
-def cancel_turn(request: HttpRequest, cid: str, tid: str) -> HttpResponse:
+def cancel_turn(request: HttpRequest, cid: PathId, tid: PathId) -> HttpResponse:
     """Settles every unfinished call of the turn and leaves the turn open. A `running` call
     settles `indeterminate` (its effect could not be confirmed) unless its handler stopped it
     before any effect; every other call settles `cancelled` (`denied` where permission was
@@ -370,11 +387,12 @@ def cancel_turn(request: HttpRequest, cid: str, tid: str) -> HttpResponse:
 
 @router.post(
     "/conversations/{cid}/turns/{tid}/end",
+    operation_id="end_turn",
     summary="End a turn",
     response={200: TurnEndOut, **errors(*_WRITE, 409)},
 )
 def end_turn(
-    request: HttpRequest, cid: str, tid: str, payload: TurnEndIn | None = None
+    request: HttpRequest, cid: PathId, tid: PathId, payload: TurnEndIn | None = None
 ) -> HttpResponse:
     """Settles what is still open (as a cancel does), then appends one `turn_ended` event with
     `reason` (`completed` by default, or `stopped`). The body is optional.
@@ -389,10 +407,11 @@ def end_turn(
 
 @calls_router.get(
     "/tool-calls/{call_id}",
+    operation_id="get_tool_call",
     summary="Get a tool call",
     response={200: UnfinishedCallOut | SettledCallOut, **errors(*_READ)},
 )
-def get_call(request: HttpRequest, call_id: str) -> HttpResponse:
+def get_call(request: HttpRequest, call_id: PathId) -> HttpResponse:
     """An unfinished call with its `state`, `arguments`, `interaction` (what it waits for:
     while `awaiting_approval`, `{kind: "approval", request}`; while `awaiting_input`, the
     questions) and execution `claim`; once settled, `{id, outcome, response}` with its
@@ -403,10 +422,11 @@ def get_call(request: HttpRequest, call_id: str) -> HttpResponse:
 
 @calls_router.post(
     "/tool-calls/{call_id}/resolution",
+    operation_id="resolve_tool_call",
     summary="Approve, deny or answer a tool call",
     response={200: ResolutionOut, **errors(*_WRITE, 409)},
 )
-def resolve_call(request: HttpRequest, call_id: str, payload: ResolutionIn) -> HttpResponse:
+def resolve_call(request: HttpRequest, call_id: PathId, payload: ResolutionIn) -> HttpResponse:
     """Resolves what the call awaits and answers the recorded resolution.
 
     - `{"requestId", "kind": "approval", "decision": "allow" | "deny", "persist"?, "rule"?}`
@@ -439,10 +459,11 @@ def resolve_call(request: HttpRequest, call_id: str, payload: ResolutionIn) -> H
 
 @calls_router.post(
     "/tool-calls/{call_id}/cancel",
+    operation_id="cancel_tool_call",
     summary="Cancel a tool call",
     response={200: CallCancelOut, **errors(401, 403, 404, 409, 413)},
 )
-def cancel_call(request: HttpRequest, call_id: str) -> HttpResponse:
+def cancel_call(request: HttpRequest, call_id: PathId) -> HttpResponse:
     """Settles one unfinished call as a cancel does and answers its outcome with
     `alreadySettled: false`. Idempotent: a call already settled answers its recorded outcome
     with `alreadySettled: true` and changes nothing.
@@ -455,10 +476,11 @@ def cancel_call(request: HttpRequest, call_id: str) -> HttpResponse:
 
 @calls_router.get(
     "/tool-calls/{call_id}/details",
+    operation_id="get_tool_call_details",
     summary="Get a tool call's projections and assets",
     response={200: CallDetailsOut, **errors(*_READ)},
 )
-def call_details(request: HttpRequest, call_id: str) -> HttpResponse:
+def call_details(request: HttpRequest, call_id: PathId) -> HttpResponse:
     """On demand, for a call settled or not: what the model sees (`modelContent`), the
     transcript view (`userProjection`), the bounded `tool.updated` state with its `rev`, and
     the assets keeping the whole output (read them with `GET /assets/{id}`).
@@ -468,13 +490,17 @@ def call_details(request: HttpRequest, call_id: str) -> HttpResponse:
 
 @assets_router.get(
     "/assets/{asset_id}",
+    operation_id="get_asset",
     summary="Read an asset's bytes",
     response={200: None, 206: None, **errors(*_READ, 409, 416)},
     openapi_extra={
-        "responses": {200: {"content": {"*/*": _BINARY}}, 206: {"content": {"*/*": _BINARY}}}
+        "responses": {
+            200: {**_BYTES, "description": "The whole asset, with its own media type."},
+            206: {**_BYTES, "description": "The range asked (`Content-Range` says which)."},
+        }
     },
 )
-def get_asset(request: HttpRequest, asset_id: str) -> HttpResponse:
+def get_asset(request: HttpRequest, asset_id: PathId) -> HttpResponse:
     """The stored bytes, served only after their SHA-256 was checked (`ETag` and
     `X-Content-SHA256` carry it). Altered or missing bytes are 409 `asset_corrupt`, and
     nothing is served.
@@ -514,10 +540,13 @@ class LinesQuery(Schema):
 
 @assets_router.get(
     "/assets/{asset_id}/lines",
+    operation_id="get_asset_lines",
     summary="Read a text asset by lines",
     response={200: LinesPageOut, **errors(*_READ, 409, 422)},
 )
-def get_asset_lines(request: HttpRequest, asset_id: str, query: Query[LinesQuery]) -> HttpResponse:
+def get_asset_lines(
+    request: HttpRequest, asset_id: PathId, query: Query[LinesQuery]
+) -> HttpResponse:
     """A page of lines: from the 0-based line `offset`, or without it the last `limit` lines
     (`limit` 1…500, default 100). A page holds at most 512 KiB of text; `nextOffset` is the
     first line not returned (null at the end). An offset at or past the end answers an empty

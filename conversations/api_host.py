@@ -15,6 +15,7 @@ from .claim_tokens import holder_name
 from .models import ApiToken
 from .responses import json_response
 from .schemas import SettledCallOut, errors
+from .schemas_common import PathId
 from .schemas_host import HostClaimsIn, HostClaimsOut, HostSettleIn, HostUpdateIn, HostUpdateOut
 from .services.host import host_claim, host_settle, host_update
 from .shapes import iso, settled_call_wire
@@ -44,6 +45,7 @@ def _owner_reached(request: HttpRequest) -> Any:
 
 @host_router.post(
     "/host/claims",
+    operation_id="claim_host_calls",
     summary="Claim ready host tool calls",
     response={200: HostClaimsOut, **errors(400, 401, 403, 413, 422)},
 )
@@ -88,10 +90,11 @@ def claim_host_calls(request: HttpRequest, payload: HostClaimsIn) -> HttpRespons
 
 @host_router.post(
     "/tool-calls/{call_id}/updates",
+    operation_id="update_host_call",
     summary="Report a host call's progress",
     response={200: HostUpdateOut, **errors(*_WRITE)},
 )
-def update_host_call(request: HttpRequest, call_id: str, payload: HostUpdateIn) -> HttpResponse:
+def update_host_call(request: HttpRequest, call_id: PathId, payload: HostUpdateIn) -> HttpResponse:
     """Folds `update` into the call's tool card (published as `tool.updated` with its new
     `rev`) and renews the claim's lease; answers `{toolCallId, rev, expiresAt}`.
 
@@ -130,10 +133,11 @@ def update_host_call(request: HttpRequest, call_id: str, payload: HostUpdateIn) 
 
 @host_router.post(
     "/tool-calls/{call_id}/settle",
+    operation_id="settle_host_call",
     summary="Settle a host call",
     response={200: SettledCallOut, **errors(*_WRITE)},
 )
-def settle_host_call(request: HttpRequest, call_id: str, payload: HostSettleIn) -> HttpResponse:
+def settle_host_call(request: HttpRequest, call_id: PathId, payload: HostSettleIn) -> HttpResponse:
     """Settles the call the claim holds and answers it settled: `{id, outcome, response}`
     with its `tool_call_response` event.
 

@@ -17,6 +17,7 @@ from . import selectors
 from .errors import ValidationFailed
 from .responses import json_response
 from .schemas import LinesPageOut, errors
+from .schemas_common import PathId
 from .schemas_runs import AsyncRunOut, LaunchIn, LaunchOut, LaunchPage, LogQuery
 from .services.async_runs import async_run_kill
 from .services.launches import launch_create, launch_folder, launch_for, launch_stop, launch_wire
@@ -55,10 +56,11 @@ def _log_page(path: Path, query: LogQuery, status: str) -> HttpResponse:
 
 @runs_router.get(
     "/async-runs/{run_id}",
+    operation_id="get_async_run",
     summary="Read an async run",
     response={200: AsyncRunOut, **errors(*_READ)},
 )
-def get_async_run(request: HttpRequest, run_id: str) -> HttpResponse:
+def get_async_run(request: HttpRequest, run_id: PathId) -> HttpResponse:
     """A background shell command started by a `bash` call (`run_in_background: true`, or a
     foreground command still running after `TOOLCORE_PROMOTE_AFTER` seconds): its status
     (`running`, `exited`, `killed`, `lost`), exit code or signal, and the sequence of the
@@ -69,10 +71,11 @@ def get_async_run(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @runs_router.get(
     "/async-runs/{run_id}/log",
+    operation_id="get_async_run_log",
     summary="Read an async run's output by lines",
     response={200: LinesPageOut, **errors(*_READ, 422)},
 )
-def get_async_run_log(request: HttpRequest, run_id: str, query: Query[LogQuery]) -> HttpResponse:
+def get_async_run_log(request: HttpRequest, run_id: PathId, query: Query[LogQuery]) -> HttpResponse:
     """A page of lines of its `output` (stdout and stderr interleaved, the default), `stdout` or
     `stderr`, also while it runs: from the 0-based line `offset`, or without it the last
     `limit` lines (`limit` 1…500, default 100; outside is 422). At most 512 KiB of text a page;
@@ -84,10 +87,11 @@ def get_async_run_log(request: HttpRequest, run_id: str, query: Query[LogQuery])
 
 @runs_router.post(
     "/async-runs/{run_id}/kill",
+    operation_id="kill_async_run",
     summary="Kill an async run",
     response={200: AsyncRunOut, **errors(*_WRITE)},
 )
-def kill_async_run(request: HttpRequest, run_id: str) -> HttpResponse:
+def kill_async_run(request: HttpRequest, run_id: PathId) -> HttpResponse:
     """Asks the worker watching the run to kill its process group (SIGTERM, then SIGKILL after
     5 s). Answers the run as it is now: it reads `killed` once the group is gone, and its
     notice then arrives in the queue. Killing a run that ended changes nothing."""
@@ -97,7 +101,10 @@ def kill_async_run(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @launches_router.get(
-    "/launches", summary="List your launches", response={200: LaunchPage, **errors(*_READ, 422)}
+    "/launches",
+    operation_id="list_launches",
+    summary="List your launches",
+    response={200: LaunchPage, **errors(*_READ, 422)},
 )
 def list_launches(
     request: HttpRequest, cursor: str | None = None, limit: int = Query(50, ge=1, le=100)
@@ -109,7 +116,10 @@ def list_launches(
 
 
 @launches_router.post(
-    "/launches", summary="Start a launch", response={201: LaunchOut, **errors(*_WRITE)}
+    "/launches",
+    operation_id="start_launch",
+    summary="Start a launch",
+    response={201: LaunchOut, **errors(*_WRITE)},
 )
 def start_launch(request: HttpRequest, payload: LaunchIn) -> HttpResponse:
     """Starts a workbench process (a dev server, a watcher): `command` runs with `/bin/sh` in
@@ -124,9 +134,12 @@ def start_launch(request: HttpRequest, payload: LaunchIn) -> HttpResponse:
 
 
 @launches_router.get(
-    "/launches/{launch_id}", summary="Read a launch", response={200: LaunchOut, **errors(*_READ)}
+    "/launches/{launch_id}",
+    operation_id="get_launch",
+    summary="Read a launch",
+    response={200: LaunchOut, **errors(*_READ)},
 )
-def get_launch(request: HttpRequest, launch_id: str) -> HttpResponse:
+def get_launch(request: HttpRequest, launch_id: PathId) -> HttpResponse:
     """One of your launches: its status (`running`, `exited`, `killed`, `lost`), its pid once
     a worker started it, and how it ended (exit code or signal). Another user's launch is 404
     like a missing one."""
@@ -135,10 +148,11 @@ def get_launch(request: HttpRequest, launch_id: str) -> HttpResponse:
 
 @launches_router.get(
     "/launches/{launch_id}/log",
+    operation_id="get_launch_log",
     summary="Read a launch's output by lines",
     response={200: LinesPageOut, **errors(*_READ, 422)},
 )
-def get_launch_log(request: HttpRequest, launch_id: str, query: Query[LogQuery]) -> HttpResponse:
+def get_launch_log(request: HttpRequest, launch_id: PathId, query: Query[LogQuery]) -> HttpResponse:
     """A page of lines of its `output` (the default: stdout and stderr interleaved), `stdout`
     or `stderr`, paged as async run logs are: 0-based `offset` (without it the last lines),
     `limit` 1…500 (default 100)."""
@@ -148,10 +162,11 @@ def get_launch_log(request: HttpRequest, launch_id: str, query: Query[LogQuery])
 
 @launches_router.post(
     "/launches/{launch_id}/stop",
+    operation_id="stop_launch",
     summary="Stop a launch",
     response={200: LaunchOut, **errors(*_WRITE)},
 )
-def stop_launch(request: HttpRequest, launch_id: str) -> HttpResponse:
+def stop_launch(request: HttpRequest, launch_id: PathId) -> HttpResponse:
     """Asks the worker watching it to kill its process group (SIGTERM, then SIGKILL after
     5 s); a launch no worker started yet ends at once. Answers the launch as it is now.
     Stopping a launch that ended changes nothing."""

@@ -2,6 +2,7 @@
 
 Output schemas document the answers for the OpenAPI page; the views send JSON they build
 themselves (``json_response``), and tests validate real answers against the published schema.
+What events and calls carry is in ``schemas_events``, a tool card in ``schemas_cards``.
 """
 
 from __future__ import annotations
@@ -9,45 +10,42 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from ninja import Schema
-from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, WithJsonSchema
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictInt,
+    Tag,
+    WithJsonSchema,
+)
+
+from .schemas_cards import ToolStateOut
+from .schemas_common import INTEGRAL, CallState, In, Out, Outcome, as_integral
+from .schemas_events import (
+    AsyncBashEventOut,
+    EventOut,
+    InteractionOut,
+    MessageEventOut,
+    ResolutionValueOut,
+    SupervisionOut,
+    TextBlockOut,
+    ToolCallResponseEventOut,
+    UserProjectionOut,
+)
 
 _ID = Annotated[str, Field(min_length=1, max_length=255)]
-
-
-def _integral(value: Any) -> Any:
-    """``3.0`` is the integer 3, as JSON Schema's ``integer`` reads it; ``3.5``, ``"3"`` and
-    ``true`` stay refused."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-# A body integer is a JSON number without a fractional part (``3`` or ``3.0``), never a string
-# or a boolean: what the OpenAPI type ``integer`` says. Written after the constraints, e.g.
-# ``Annotated[StrictInt, Field(ge=0), INTEGRAL]``, so that they show in the schema.
-INTEGRAL = BeforeValidator(_integral)
 
 
 def _rule_choice(value: Any) -> Any:
     """A suggested rule named by its index (an integer ≥ 0, ``1.0`` too) or its pattern (a
     string of 1 to 1,024 characters); one error naming ``rule`` for anything else."""
-    value = _integral(value)
+    value = as_integral(value)
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
         return value
     if isinstance(value, str) and 0 < len(value) <= 1024:
         return value
     raise ValueError("rule is the index of a suggested rule (0, 1, …) or its pattern")
-
-
-class In(Schema):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Out(Schema):
-    """An answer: exactly these keys are sent (``additionalProperties: false``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class ConversationIn(In):
@@ -56,7 +54,7 @@ class ConversationIn(In):
 
 
 class ConversationOut(Out):
-    id: str
+    id: UUID
     title: str
     workspace: str
     lastSequence: int
@@ -166,28 +164,11 @@ def errors(*statuses: int) -> dict[int, type[ErrorOut]]:
 
 # --- answers ---------------------------------------------------------------------------------
 
-EventType = Literal[
-    "user_message", "assistant_message", "tool_call_response", "async_bash_event", "turn_ended"
-]
-CallState = Literal["supervising", "awaiting_approval", "ready", "running", "awaiting_input"]
-Outcome = Literal["completed", "failed", "denied", "cancelled", "indeterminate"]
-
-
-class EventOut(Out):
-    """A durable event, exactly as stored and replayed."""
-
-    sequence: int = Field(description="1, 2, 3 … per conversation, without gaps.")
-    type: EventType
-    turnId: str | None
-    toolCallId: str | None
-    payload: dict[str, Any]
-    createdAt: str = Field(description="ISO 8601 UTC with milliseconds.")
-
 
 class CallCreatedOut(Out):
     """A tool call as its message or command created it."""
 
-    id: str
+    id: UUID
     providerCallId: str = Field(
         description='The `id` of the `tool_call` block; `""` for a command.'
     )
@@ -197,21 +178,21 @@ class CallCreatedOut(Out):
 
 
 class MessageOut(Out):
-    event: EventOut
-    turnId: str
+    event: MessageEventOut
+    turnId: UUID
     toolCalls: list[CallCreatedOut]
 
 
 class SettledCallOut(Out):
     """A settled call: its outcome and its `tool_call_response` event."""
 
-    id: str
+    id: UUID
     outcome: Outcome
-    response: EventOut
+    response: ToolCallResponseEventOut
 
 
 class CommandOut(Out):
-    turnId: str
+    turnId: UUID
     toolCall: CallCreatedOut | SettledCallOut
 
 
@@ -224,54 +205,74 @@ class EventsPageOut(Out):
 
 
 class ToolResultOut(Out):
-    toolCallId: str
+    toolCallId: UUID
     providerCallId: str
     contentIndex: int | None
     toolName: str
     outcome: Outcome
-    modelContent: list[dict[str, Any]] = Field(description="What the model is shown.")
+    modelContent: list[TextBlockOut] = Field(description="What the model is shown.")
     includeInContext: bool | None = None
+
+
+def _settled_const(value: bool) -> Any:
+    """``settled`` as the JSON constant alone: a generator reads ``type: boolean`` before
+    ``const`` and would make it a plain boolean, which tells the two answers apart no more."""
+    return WithJsonSchema({"const": value, "description": "Tells the two answers apart."})
 
 
 class TurnSettledOut(Out):
     """The turn has no unfinished call."""
 
-    settled: Literal[True]
+    settled: Annotated[Literal[True], _settled_const(True)]
     results: list[ToolResultOut] = Field(
         description="The latest assistant message's calls, in `contentIndex` order."
     )
-    queue: list[EventOut] = Field(description="Async-run notices not acknowledged yet.")
+    queue: list[AsyncBashEventOut] = Field(description="Async-run notices not acknowledged yet.")
 
 
 class PendingCallOut(Out):
-    toolCallId: str
+    toolCallId: UUID
     state: CallState
 
 
 class TurnPendingOut(Out):
     """The turn still has unfinished calls when the wait ended."""
 
-    settled: Literal[False]
+    settled: Annotated[Literal[False], _settled_const(False)]
     pending: list[PendingCallOut]
+
+
+def _settled_tag(value: Any) -> str:
+    settled = value.get("settled") if isinstance(value, dict) else getattr(value, "settled", None)
+    return "settled" if settled is True else "pending"
+
+
+# The barrier's answer: exactly one of the two shapes (``oneOf``), told apart by ``settled``.
+# No Discriminator Object: OpenAPI defines one for string values only, and ``settled`` is a
+# boolean (docs/decisions.md).
+TurnResultsOut = Annotated[
+    Annotated[TurnSettledOut, Tag("settled")] | Annotated[TurnPendingOut, Tag("pending")],
+    Discriminator(_settled_tag),
+]
 
 
 class QueueAckOut(Out):
     acknowledged: int = Field(description="Notices marked delivered by this request.")
-    queue: list[EventOut] = Field(description="The notices still unacknowledged.")
+    queue: list[AsyncBashEventOut] = Field(description="The notices still unacknowledged.")
 
 
 class CancelResultOut(Out):
-    toolCallId: str
+    toolCallId: UUID
     outcome: Outcome
 
 
 class TurnCancelOut(Out):
-    turnId: str
+    turnId: UUID
     results: list[CancelResultOut]
 
 
 class TurnEndOut(Out):
-    turnId: str
+    turnId: UUID
     status: Literal["ended"]
 
 
@@ -286,36 +287,25 @@ class ClaimOut(Out):
 class UnfinishedCallOut(Out):
     """A call not settled yet."""
 
-    id: str
-    conversationId: str
-    turnId: str
+    id: UUID
+    conversationId: UUID
+    turnId: UUID
     state: CallState
     toolName: str
     providerCallId: str
     contentIndex: int | None
     origin: Literal["model", "user"]
-    arguments: dict[str, Any]
-    interaction: dict[str, Any] | None = Field(
-        description="While awaiting: `{kind, request}`, the approval or questions to answer."
+    arguments: dict[str, Any] = Field(description="The tool's arguments, whole: free-form JSON.")
+    interaction: InteractionOut | None = Field(
+        description="While awaiting: the approval asked, or the questions to answer."
     )
-    supervision: dict[str, Any] | None
-    resolution: dict[str, Any] | None
+    supervision: SupervisionOut | None
+    resolution: ResolutionValueOut | None
     claim: ClaimOut | None
     attempt: int
     generation: int
     createdAt: str
     updatedAt: str
-
-
-class ResolutionOut(Out):
-    """The recorded resolution."""
-
-    toolCallId: str
-    requestId: str
-    resolution: dict[str, Any] = Field(
-        description="`{kind, decision, persist, rule?}` or `{kind, value}`."
-    )
-    resolvedBy: str | None = Field(description="Username of the resolving user.")
 
 
 class CallCancelOut(Out):
@@ -324,7 +314,7 @@ class CallCancelOut(Out):
 
 
 class AssetOut(Out):
-    id: str
+    id: UUID
     kind: str
     size: int
     sha256: str
@@ -333,12 +323,12 @@ class AssetOut(Out):
 
 
 class CallDetailsOut(Out):
-    id: str
+    id: UUID
     state: CallState | None = Field(description="Null once settled.")
     outcome: Outcome | None = Field(description="Null while unfinished.")
-    modelContent: list[dict[str, Any]] | None
-    userProjection: dict[str, Any] | None
-    toolUpdate: dict[str, Any] | None = Field(
+    modelContent: list[TextBlockOut] | None
+    userProjection: UserProjectionOut | None
+    toolUpdate: ToolStateOut | None = Field(
         description="The folded `tool.updated` state, with `rev`."
     )
     assets: list[AssetOut]

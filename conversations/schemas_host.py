@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import Field, StrictInt
 
-from .schemas import INTEGRAL, In, Out
+from .schemas_common import INTEGRAL, In, Out
 from .services.host import CLAIMS_DEFAULT, CLAIMS_MAX, WORKER_MAX_CHARS
 
 _GENERATION = Annotated[StrictInt, Field(ge=1, description="The claim's generation."), INTEGRAL]
@@ -28,10 +28,10 @@ class HostClaimsIn(In):
 
 
 class HostClaimOut(Out):
-    toolCallId: str
+    toolCallId: UUID
     toolName: str
-    arguments: dict[str, Any] = Field(description="The call's arguments, complete.")
-    token: str = Field(description="Send it with every update and the settlement.")
+    arguments: dict[str, Any] = Field(description="The call's arguments, complete: free-form JSON.")
+    token: UUID = Field(description="Send it with every update and the settlement.")
     generation: int
     expiresAt: str = Field(description="When the lease runs out unless an update renews it.")
 
@@ -51,7 +51,7 @@ class HostUpdateIn(In):
 
 
 class HostUpdateOut(Out):
-    toolCallId: str
+    toolCallId: UUID
     rev: int = Field(description="The activity's revision after this update.")
     expiresAt: str = Field(description="The renewed lease's end.")
 

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from uuid import UUID
 
 from ninja import Schema
 from pydantic import Field
 
-from .schemas import In, Out
+from .schemas_common import In, Out, ProcessStatus
 
-ProcessStatus = Literal["running", "exited", "killed", "lost"]
 Stream = Literal["output", "stdout", "stderr"]
 
 
 class AsyncRunOut(Out):
     """A background shell command, started by a `bash` call."""
 
-    id: str
-    conversationId: str
-    toolCallId: str = Field(description="The `bash` call that started it.")
+    id: UUID
+    conversationId: UUID
+    toolCallId: UUID = Field(description="The `bash` call that started it.")
     command: str
     cwd: str
     status: ProcessStatus
@@ -42,7 +42,7 @@ class LaunchIn(In):
 class LaunchOut(Out):
     """A workbench process, owned by you and not by a conversation."""
 
-    id: str
+    id: UUID
     name: str
     command: str
     cwd: str

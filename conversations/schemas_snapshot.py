@@ -5,49 +5,25 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field, WithJsonSchema
+from pydantic import Field
 
-from .schemas import (
-    CallState,
-    ClaimOut,
-    ConversationOut,
-    EventOut,
-    In,
-    Out,
+from .schemas import ClaimOut, ConversationOut
+from .schemas_cards import ToolStateOut
+from .schemas_common import CallState, In, Out
+from .schemas_events import (
+    AsyncBashEventOut,
+    InteractionOut,
+    MessageEventOut,
+    ResolutionValueOut,
+    SupervisionOut,
 )
 from .schemas_runs import AsyncRunOut
-
-# Any JSON value (a bounded tool input), typed for the document.
-_ANY_JSON = WithJsonSchema(
-    {
-        "description": "Any JSON value.",
-        "anyOf": [
-            {"type": "object"},
-            {"type": "array"},
-            {"type": "string"},
-            {"type": "number"},
-            {"type": "boolean"},
-            {"type": "null"},
-        ],
-    }
-)
-ToolStatus = Literal[
-    "pending",
-    "awaiting_approval",
-    "in_progress",
-    "awaiting_input",
-    "completed",
-    "failed",
-    "declined",
-    "cancelled",
-    "indeterminate",
-]
 
 
 class OpenTurnOut(Out):
     """The open turn."""
 
-    id: str
+    id: UUID
     ordinal: int = Field(description="1, 2, 3 … per conversation.")
     origin: Literal["user", "command"] = Field(
         description="`user`: opened by a user message; `command`: by a `!command`."
@@ -59,63 +35,31 @@ class BoundedCallOut(Out):
     """An unfinished call with its arguments bounded (at most 4 KiB of JSON, edit bodies and
     patches dropped); `GET /tool-calls/{id}` answers them whole."""
 
-    id: str
-    conversationId: str
-    turnId: str
+    id: UUID
+    conversationId: UUID
+    turnId: UUID
     state: CallState
     toolName: str
     providerCallId: str
     contentIndex: int | None
     origin: Literal["model", "user"]
     arguments: dict[str, Any] | None = Field(
-        description="The bounded arguments; null when nothing fits (`argumentsOmitted`)."
+        description="The bounded arguments (free-form JSON); null when nothing fits "
+        "(`argumentsOmitted`)."
     )
     argumentsOmitted: bool = Field(
         False, description="Present (true) only when the bounded arguments are left out."
     )
-    interaction: dict[str, Any] | None = Field(
-        description="While awaiting: `{kind, request}`, the approval or questions to answer."
+    interaction: InteractionOut | None = Field(
+        description="While awaiting: the approval asked, or the questions to answer."
     )
-    supervision: dict[str, Any] | None
-    resolution: dict[str, Any] | None
+    supervision: SupervisionOut | None
+    resolution: ResolutionValueOut | None
     claim: ClaimOut | None
     attempt: int
     generation: int
     createdAt: str
     updatedAt: str
-
-
-class PayloadOmittedOut(Out):
-    bytes: int = Field(description="The size of the payload left out (JSON bytes).")
-
-
-class ToolStateOut(Out):
-    """A call's folded `tool.updated` state: what its card shows. Only the fields received so
-    far are present."""
-
-    toolCallId: str
-    turnId: str
-    rev: int = Field(description="+1 per published update of the call.")
-    toolName: str | None = None
-    title: str | None = None
-    kind: str | None = None
-    status: ToolStatus | None = None
-    input: Annotated[Any, _ANY_JSON] = None
-    inputOmitted: bool | None = None
-    output: dict[str, Any] | None = Field(
-        None, description="A bounded output: `{text}` or `{text, omittedBytes, tail}`."
-    )
-    locations: list[dict[str, Any]] | None = None
-    lineChanges: dict[str, Any] | None = None
-    startedAt: str | None = None
-    finishedAt: str | None = None
-    interaction: dict[str, Any] | None = None
-    payloadOmitted: PayloadOmittedOut | None = Field(
-        None,
-        description="The card is older than the page's payload budget reaches: its `input` "
-        'and `output` were left out (not "no output"); read them with '
-        "`GET /tool-calls/{id}/details`.",
-    )
 
 
 class OmittedOut(Out):
@@ -137,7 +81,7 @@ class SnapshotOut(Out):
         description="Cards of the unfinished calls and the latest turn's calls, newest first, "
         "at most 100."
     )
-    queue: list[EventOut] = Field(description="Async-run notices not acknowledged yet.")
+    queue: list[AsyncBashEventOut] = Field(description="Async-run notices not acknowledged yet.")
     asyncRuns: list[AsyncRunOut] = Field(description="The conversation's running async runs.")
     omitted: OmittedOut | None = Field(
         None, description="Present only when a list was cut to its budget."
@@ -146,7 +90,7 @@ class SnapshotOut(Out):
 
 class HistoryMessageOut(Out):
     type: Literal["message"]
-    event: EventOut = Field(description="A `user_message` or `assistant_message` event.")
+    event: MessageEventOut = Field(description="A `user_message` or `assistant_message` event.")
 
 
 class HistoryToolOut(ToolStateOut):

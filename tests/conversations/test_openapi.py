@@ -15,6 +15,8 @@ from .api_helpers import API, bash_awaiting_approval, build_world, grant_run_com
 from .helpers import assistant_calls, new_conversation, open_turn
 
 BINARY = {"type": "string", "format": "binary"}
+# Formats are checked too: every id the document calls a UUID is one.
+FORMATS = Draft202012Validator.FORMAT_CHECKER
 
 
 @pytest.fixture
@@ -70,11 +72,11 @@ def test_every_answer_has_a_typed_schema_and_errors_their_body(document):
             if status == "204":
                 assert "content" not in answer
                 continue
-            (content,) = answer["content"].values()
-            schema = content["schema"]
-            assert is_typed(document, schema), (method, path, status, schema)
-            if int(status) >= 400:
-                assert schema == error_ref, (method, path, status)
+            for content in answer["content"].values():
+                schema = content["schema"]
+                assert is_typed(document, schema), (method, path, status, schema)
+                if int(status) >= 400:
+                    assert schema == error_ref, (method, path, status)
         if method == "post":
             assert {"403", "413"} <= set(responses), (method, path)
         if "requestBody" in operation:
@@ -85,7 +87,8 @@ def test_every_answer_has_a_typed_schema_and_errors_their_body(document):
             continue
         assert schema.get("additionalProperties") is False, name
         for prop, sub in schema["properties"].items():
-            assert sub.get("type") or sub.get("$ref") or sub.get("anyOf"), (name, prop, sub)
+            typed = {"type", "$ref", "anyOf", "oneOf", "const"} & set(sub)
+            assert typed, (name, prop, sub)
 
 
 def description_of(document: dict[str, Any], method: str, template: str) -> str:
@@ -120,6 +123,154 @@ def test_the_descriptions_say_what_a_client_must_know(document):
         assert words in info, words
 
 
+# --- what a client generator reads ----------------------------------------------------------------
+
+OPERATION_IDS = {
+    "create_conversation",
+    "list_conversations",
+    "get_conversation",
+    "delete_conversation",
+    "post_message",
+    "post_command",
+    "list_events",
+    "get_snapshot",
+    "get_history",
+    "post_live",
+    "wait_turn_results",
+    "ack_queue",
+    "cancel_turn",
+    "end_turn",
+    "get_tool_call",
+    "resolve_tool_call",
+    "cancel_tool_call",
+    "get_tool_call_details",
+    "get_asset",
+    "get_asset_lines",
+    "claim_host_calls",
+    "update_host_call",
+    "settle_host_call",
+    "get_async_run",
+    "get_async_run_log",
+    "kill_async_run",
+    "list_launches",
+    "start_launch",
+    "get_launch",
+    "get_launch_log",
+    "stop_launch",
+}
+# Keys a client chooses (or a provider, or a tool's arguments), and a permission rule's number:
+# every other id is the server's, a UUID.
+NOT_UUIDS = {"messageId", "requestId", "inputId", "providerCallId", "resolutionRequestId"}
+NOT_UUID_IDS = {"ToolCallBlock", "ToolCallBlockOut", "QuestionOut", "RuleOut"}
+# Answers that hold free-form JSON: a tool's arguments (whole, bounded, or as a card's input)
+# and an input resolution's value, as the client sent it.
+FREE_FORM = {"arguments", "value", "input"}
+
+
+def test_operation_ids_are_the_names_a_client_calls(document):
+    found = [operation["operationId"] for _, _, operation in operations(document)]
+    assert len(found) == len(set(found))
+    assert set(found) == OPERATION_IDS
+
+
+def _schemas(node: Any):
+    """Every schema object inside ``node``."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schemas(value)
+
+
+def test_every_id_is_a_uuid_in_bodies_answers_and_paths(document):
+    uuid = {"type": "string", "format": "uuid"}
+    for method, path, operation in operations(document):
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] == "path":
+                assert uuid.items() <= parameter["schema"].items(), (method, path, parameter)
+    checked = 0
+    for name, schema in document["components"]["schemas"].items():
+        for prop, sub in schema.get("properties", {}).items():
+            is_id = prop in ("id", "token") or prop.endswith(("Id", "Ids"))
+            if not is_id or prop in NOT_UUIDS or (prop == "id" and name in NOT_UUID_IDS):
+                continue
+            formats = {s.get("format") for s in _schemas(sub) if s.get("type") == "string"}
+            assert formats == {"uuid"}, (name, prop, sub)
+            checked += 1
+    assert checked >= 50
+
+
+def test_only_free_form_json_is_left_untyped(document):
+    for name, schema in document["components"]["schemas"].items():
+        if not name.endswith("Out"):
+            continue
+        for prop, sub in schema["properties"].items():
+            for inner in _schemas(sub):
+                if inner.get("type") == "object" and "properties" not in inner:
+                    assert prop in FREE_FORM, (name, prop, sub)
+                if inner.get("type") == "array":
+                    assert "items" in inner, (name, prop, sub)
+
+
+def _tags(document: dict[str, Any], union: dict[str, Any]) -> dict[str, set[Any]]:
+    """For each property every branch of ``union`` holds as a constant: the constants."""
+    branches = [resolve(document, branch) for branch in union["oneOf"]]
+    consts: dict[str, set[Any]] = {}
+    for prop in set.intersection(*(set(b["required"]) for b in branches)):
+        values = [b["properties"][prop].get("const", ...) for b in branches]
+        if ... not in values:
+            consts[prop] = set(values)
+    return consts
+
+
+def test_unions_are_tagged(document):
+    """Every ``oneOf`` tells its branches apart by a constant property: content blocks by
+    ``type``, interactions and resolutions by ``kind``, events by ``type``, the barrier's two
+    answers by ``settled``."""
+    tags: dict[str, int] = {}
+    for schema in _schemas(document):
+        if "oneOf" not in schema:
+            continue
+        consts = _tags(document, schema)
+        tag = next((p for p, v in consts.items() if len(v) == len(schema["oneOf"])), None)
+        assert tag is not None, schema
+        tags[tag] = tags.get(tag, 0) + 1
+        if "discriminator" in schema:
+            assert schema["discriminator"]["propertyName"] == tag
+    assert {"type", "kind", "settled"} <= set(tags)
+    properties = document["components"]["schemas"]["UnfinishedCallOut"]["properties"]
+    for prop in ("interaction", "resolution", "supervision"):
+        assert "$ref" in json.dumps(properties[prop]), prop
+    event = document["components"]["schemas"]["ToolCallResponseEventOut"]
+    payload = resolve(document, event["properties"]["payload"])
+    assert payload["properties"]["modelContent"]["items"] == {
+        "$ref": "#/components/schemas/TextBlockOut"
+    }
+
+
+def test_the_barrier_answers_one_of_two_shapes_told_apart_by_settled(document):
+    operation = document["paths"][API + "/conversations/{cid}/turns/{tid}/results"]["get"]
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert [resolve(document, b)["title"] for b in schema["oneOf"]] == [
+        "TurnSettledOut",
+        "TurnPendingOut",
+    ]
+    # The constant alone: a generator reads ``type: boolean`` first and loses the constant.
+    assert _tags(document, schema) == {"settled": {True, False}}
+    for branch in schema["oneOf"]:
+        assert "type" not in resolve(document, branch)["properties"]["settled"]
+
+
+def test_an_asset_is_read_as_binary(document):
+    responses = document["paths"][API + "/assets/{asset_id}"]["get"]["responses"]
+    for status in ("200", "206"):
+        content = responses[status]["content"]
+        assert list(content) == ["application/octet-stream", "*/*"], status
+        assert all(media["schema"] == BINARY for media in content.values())
+
+
 # --- real answers against the document -----------------------------------------------------------
 
 
@@ -137,7 +288,8 @@ class Checker:
         body = json.loads(response.content)
         (content,) = operation["responses"][status]["content"].values()
         schema = {**content["schema"], "components": self.document["components"]}
-        errors = list(Draft202012Validator(schema).iter_errors(body))
+        validator = Draft202012Validator(schema, format_checker=FORMATS)
+        errors = list(validator.iter_errors(body))
         assert not errors, (method, template, status, [e.message for e in errors[:3]])
         self.seen.add((method, template, status))
         return body

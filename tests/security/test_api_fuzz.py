@@ -112,8 +112,8 @@ def positive_data_accepted_unless_semantic(ctx, response, case):
 
 def response_schema_conformance_but_bytes(ctx, response, case):
     """schemathesis' ``response_schema_conformance``, except for an asset's bytes: the schema
-    says "any media type, binary" (``*/*``), which it would read as JSON when the asset's own
-    media type is ``application/json``."""
+    says "binary" (``application/octet-stream``, and ``*/*`` for the asset's own media type),
+    which it would read as JSON when the asset's own media type is ``application/json``."""
     if case.operation.label == "GET /api/v1/assets/{asset_id}" and response.status_code < 300:
         return None
     return response_schema_conformance(ctx, response, case)
