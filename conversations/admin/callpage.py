@@ -21,7 +21,7 @@ from tools.catalog import tool_spec
 from ..models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from .common import as_uuid, call_subject, link, pretty
 from .timeline import call_timeline, claim_summary, response_timeline
-from .times import DASH, between, duration_text, when
+from .times import DASH, between, duration_text, when_html
 
 S = ToolCall.State
 
@@ -119,8 +119,8 @@ def unfinished_summary(call: ToolCall, now: datetime | None = None) -> Summary:
         worker=claim["worker"] if claim else "— (no claim)",
         attempt=call.attempt,
         generation=call.generation,
-        created=when(created or call.created_at),
-        started=when(started),
+        created=when_html(created or call.created_at),
+        started=when_html(started),
         finished="— (unfinished)",
         duration=duration_text(between(started, now)) if started else DASH,
         duration_label="running for" if call.state == S.RUNNING else "since started",
@@ -159,9 +159,9 @@ def settled_summary(event: ConversationEvent) -> Summary:
         worker=worker or NO_WORKER,
         attempt=payload.get("attempts", DASH),
         generation=settled_generation(event),
-        created=when(created),
-        started=when(started) if started else "— (did not run)",
-        finished=when(finished),
+        created=when_html(created),
+        started=when_html(started) if started else "— (did not run)",
+        finished=when_html(finished),
         duration=duration_text(between(started, finished)) if started else DASH,
         duration_label="duration",
         resolved_by=payload.get("resolvedBy") or DASH,

@@ -4,9 +4,12 @@ workbench shells). What the pages do in a browser is tested in tests/browser/.""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from django.contrib.staticfiles import finders
+
+from conversations.models import Conversation
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -57,6 +60,16 @@ def test_the_list_shows_open_turns_and_calls_waiting(client, user, other_user):
     assert "2 calls waiting" in html and "Open turn" in html
     assert "someone else" not in html
     assert f'href="/c/{quiet.pk}/"' in html
+
+
+def test_the_list_shows_times_in_utc_with_the_wires_form_for_the_hover(client, user):
+    conversation = new_conversation(user, title="dated")
+    Conversation.objects.filter(pk=conversation.pk).update(
+        created_at=datetime(2026, 11, 29, 23, 43, 1, 123000, tzinfo=UTC)
+    )
+    client.force_login(user)
+    html = client.get("/").content.decode()
+    assert '<time datetime="2026-11-29T23:43:01.123Z">2026-11-29 23:43:01 UTC</time>' in html
 
 
 def test_the_transcript_page_hands_its_script_the_conversation(client, user):
