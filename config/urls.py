@@ -7,7 +7,7 @@ from conversations.api_base import api, openapi_json
 from conversations.api_host import host_router
 from conversations.api_runs import launches_router, runs_router
 from conversations.health import healthz, readyz
-from conversations.web import conversation_list, conversation_page, workbench_page
+from conversations.web import conversation_list, conversation_page, favicon, workbench_page
 
 api.add_router("/", router)
 api.add_router("/", calls_router)
@@ -26,6 +26,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/openapi.json", openapi_json),  # before ninja's own view: compact JSON
     path("api/v1/", api.urls),
+    path("favicon.ico", favicon),
     path("healthz", healthz),
     path("readyz", readyz),
 ]

@@ -404,6 +404,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.name or 'token'} of {self.user}"

@@ -1,5 +1,5 @@
-"""The web pages: the user's conversations, a conversation's transcript, the workbench, and
-the page a locked-out login gets.
+"""The web pages: the user's conversations, a conversation's transcript, the workbench, the
+page a locked-out login gets, and the site's icon.
 
 Thin views (docs/web.md): they check who is asking and hand the page what it needs to start;
 the page's script then reads the REST API with the session (and the CSRF header for writes) and
@@ -13,10 +13,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.contrib.staticfiles import finders
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_safe
 
 from . import selectors
 from .errors import NotFound, ValidationFailed
@@ -25,6 +27,8 @@ from .throttle import Lockout, client_address, cooloff, login_unlock_at
 
 CONVERSATIONS_PER_PAGE = 50
 API_BASE = "/api/v1"
+FAVICON = "toolcore/favicon.ico"
+FAVICON_CACHE_SECONDS = 86_400
 
 
 def _page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -74,6 +78,18 @@ def workbench_page(request: HttpRequest) -> HttpResponse:
     """``/workbench/``: the user's launches, started, stopped and followed live."""
     config = _page_config(request, socket="/ws/workbench/")
     return render(request, "web/workbench.html", {"config": config})
+
+
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``: the site's icon (16, 32 and 48 px), for what asks the root for it:
+    the admin's and the API docs' pages, a browser showing a JSON answer. The pages and the
+    admin also link ``toolcore/favicon.svg``."""
+    path = finders.find(FAVICON)
+    with open(path, "rb") as icon:  # 3 KiB
+        response = HttpResponse(icon.read(), content_type="image/x-icon")
+    response["Cache-Control"] = f"public, max-age={FAVICON_CACHE_SECONDS}"
+    return response
 
 
 def login_locked_out(

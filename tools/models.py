@@ -132,6 +132,7 @@ class Launch(ProcessRecord):
 
     class Meta:
         ordering = ["-started_at"]
+        verbose_name_plural = "launches"
         permissions = [("run_commands", "Can approve execute tools and start launches")]
         indexes = [
             # The admin's list (newest first), whole or by status.
@@ -157,6 +158,7 @@ class LeftProcess(models.Model):
 
     class Meta:
         ordering = ["created_at"]
+        verbose_name_plural = "left processes"
 
     def __str__(self) -> str:
         return f"group {self.pgid} on {self.host} ({self.label})"

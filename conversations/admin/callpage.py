@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from tools.catalog import tool_spec
 
+from ..grants import may_run_commands
 from ..models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from .common import as_uuid, call_subject, link, pretty
 from .timeline import call_timeline, claim_summary, response_timeline
-from .times import DASH, between, duration_text, when
+from .times import DASH, between, duration_text, when_html
 
 S = ToolCall.State
 
@@ -48,6 +49,7 @@ class Summary:
     subject: str
     origin: str
     conversation: str  # a link
+    owner: str  # the conversation's owner: a link to their admin page when the viewer may open it
     turn: Any
     worker: str
     attempt: Any
@@ -82,12 +84,25 @@ def _activity_times(call_id: Any) -> tuple[Any, Any, Any, str]:
     return activity.created_at, state.get("startedAt"), state.get("finishedAt"), activity.worker
 
 
-def _buttons(call: ToolCall, claim: dict[str, Any] | None) -> list[Button]:
-    """The operations that can apply to the call in its state now."""
+def _owner(owner: Any, viewer: Any) -> str:
+    """The owner's username, linked to their admin page when ``viewer`` may view users."""
+    if owner is None:
+        return DASH
+    opts = owner._meta
+    may_view = any(
+        viewer.has_perm(f"{opts.app_label}.{action}_{opts.model_name}")
+        for action in ("view", "change")
+    )
+    return link(owner, owner.get_username()) if may_view else owner.get_username()
+
+
+def _buttons(call: ToolCall, claim: dict[str, Any] | None, viewer: Any) -> list[Button]:
+    """The operations that can apply to the call in its state now; Approve says what it needs
+    only to a ``viewer`` who lacks it."""
     buttons = []
     if call.state == S.AWAITING_APPROVAL:
-        needs = tool_spec(call.tool_name).risk == "execute"
-        note = "needs the permission tools.run_commands" if needs else ""
+        lacks = tool_spec(call.tool_name).risk == "execute" and not may_run_commands(viewer)
+        note = "needs the permission tools.run_commands" if lacks else ""
         buttons += [Button("approve", "Approve", "default", note), Button("deny", "Deny")]
     if call.state == S.RUNNING:
         if claim is None or claim["expired"]:
@@ -101,7 +116,7 @@ def _buttons(call: ToolCall, claim: dict[str, Any] | None) -> list[Button]:
     return buttons
 
 
-def unfinished_summary(call: ToolCall, now: datetime | None = None) -> Summary:
+def unfinished_summary(call: ToolCall, *, viewer: Any, now: datetime | None = None) -> Summary:
     now = now or timezone.now()
     claim = claim_summary(ExecutionClaim.objects.filter(call_id=call.pk).first())
     created, started, _, _ = _activity_times(call.pk)
@@ -115,12 +130,13 @@ def unfinished_summary(call: ToolCall, now: datetime | None = None) -> Summary:
         subject=call_subject(call.tool_name, call.arguments),
         origin=call.origin,
         conversation=link(call.conversation),
+        owner=_owner(call.conversation.owner, viewer),
         turn=call.turn.ordinal,
         worker=claim["worker"] if claim else "— (no claim)",
         attempt=call.attempt,
         generation=call.generation,
-        created=when(created or call.created_at),
-        started=when(started),
+        created=when_html(created or call.created_at),
+        started=when_html(started),
         finished="— (unfinished)",
         duration=duration_text(between(started, now)) if started else DASH,
         duration_label="running for" if call.state == S.RUNNING else "since started",
@@ -128,7 +144,7 @@ def unfinished_summary(call: ToolCall, now: datetime | None = None) -> Summary:
         claim=claim,
         arguments=pretty(call.arguments),
         supervision=pretty(call.supervision),
-        buttons=_buttons(call, claim),
+        buttons=_buttons(call, claim, viewer),
     )
 
 
@@ -142,7 +158,7 @@ def settled_generation(event: ConversationEvent) -> Any:
     return DASH
 
 
-def settled_summary(event: ConversationEvent) -> Summary:
+def settled_summary(event: ConversationEvent, *, viewer: Any) -> Summary:
     payload = event.payload if isinstance(event.payload, dict) else {}
     tool = str(payload.get("toolName", ""))
     created, started, finished, worker = _activity_times(event.tool_call_id)
@@ -155,13 +171,14 @@ def settled_summary(event: ConversationEvent) -> Summary:
         subject=call_subject(tool, payload.get("arguments")),
         origin=str(payload.get("origin", "")),
         conversation=link(event.conversation),
+        owner=_owner(event.conversation.owner, viewer),
         turn=event.turn.ordinal if event.turn_id else DASH,
         worker=worker or NO_WORKER,
         attempt=payload.get("attempts", DASH),
         generation=settled_generation(event),
-        created=when(created),
-        started=when(started) if started else "— (did not run)",
-        finished=when(finished),
+        created=when_html(created),
+        started=when_html(started) if started else "— (did not run)",
+        finished=when_html(finished),
         duration=duration_text(between(started, finished)) if started else DASH,
         duration_label="duration",
         resolved_by=payload.get("resolvedBy") or DASH,
@@ -178,27 +195,30 @@ class CallPage:
     response: ConversationEvent | None  # the response, once settled
 
 
-def call_page(object_id: Any) -> CallPage | None:
-    """The page of the call ``object_id`` names, unfinished or settled; None when no call
-    (and no response) has that id."""
+def call_page(object_id: Any, *, viewer: Any) -> CallPage | None:
+    """The page of the call ``object_id`` names, unfinished or settled, as ``viewer`` (the
+    staff member asking) sees it; None when no call (and no response) has that id."""
     call_id = as_uuid(object_id)
     if call_id is None:
         return None
     call = (
-        ToolCall.objects.select_related("conversation", "turn", "assistant_event", "resolved_by")
+        ToolCall.objects.select_related(
+            "conversation__owner", "turn", "assistant_event", "resolved_by"
+        )
         .filter(pk=call_id)
         .first()
     )
     if call is not None:
-        return CallPage(unfinished_summary(call), call_timeline(call), call, None)
+        summary = unfinished_summary(call, viewer=viewer)
+        return CallPage(summary, call_timeline(call), call, None)
     event = (
-        ConversationEvent.objects.select_related("conversation", "turn")
+        ConversationEvent.objects.select_related("conversation__owner", "turn")
         .filter(tool_call_id=call_id, type=ConversationEvent.Type.TOOL_CALL_RESPONSE)
         .first()
     )
     if event is None:
         return None
-    return CallPage(settled_summary(event), response_timeline(event), None, event)
+    return CallPage(settled_summary(event, viewer=viewer), response_timeline(event), None, event)
 
 
 def is_call(call_id: Any) -> bool:

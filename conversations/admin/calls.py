@@ -166,7 +166,7 @@ class ToolCallAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
         Read only: its buttons post to ``operate_view``."""
         if request.method not in ("GET", "HEAD") or not self.has_view_permission(request):
             raise PermissionDenied
-        page = call_page(object_id)
+        page = call_page(object_id, viewer=request.user)
         if page is None:  # no such call: Django's "not found" message and redirect
             return super().change_view(request, object_id, form_url, extra_context)
         summary = page.summary

@@ -30,7 +30,7 @@ from tools.models import AsyncRun, ProcessStatus
 
 from ..models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall, json_text
 from .common import call_url, changelist_url, cut, subject_text
-from .times import duration_text, when
+from .times import duration_text, when_html
 
 CONSOLE_ROWS = 50  # rows shown in a section; the rest through its change list
 READY_UNPICKED_SECONDS = 60  # a worker takes a ready call within a second; a poll within 5 s
@@ -58,7 +58,7 @@ class Row:
 
     @property
     def since_text(self) -> str:
-        return when(self.since)
+        return when_html(self.since)
 
 
 @dataclass

@@ -8,15 +8,10 @@ from typing import Any
 from django import template
 
 from ..admin.console import support_console
-from ..admin.times import when as when_text
+from .times import when
 
 register = template.Library()
-
-
-@register.filter
-def when(value: Any) -> str:
-    """``{{ event.created_at|when }}`` → ``2026-11-30 18:04:05 UTC``."""
-    return when_text(value)
+register.filter("when", when)
 
 
 @register.inclusion_tag("admin/conversations/console.html")

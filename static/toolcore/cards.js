@@ -9,7 +9,8 @@
 (function (root) {
   "use strict";
   const T = root.Toolcore;
-  const { h, clear, clock, duration } = T;
+  const { h, clear, timeNode, duration } = T;
+  const ELAPSED = { wholeSeconds: true }; // a running call's clock ticks in whole seconds
   const fold = T.fold;
 
   const PREVIEW_LINES = 6;
@@ -113,7 +114,7 @@
       h("span", { class: "badge-label" }, known.label),
     );
     if (status === "in_progress" && since) {
-      node.append(h("span", { class: "elapsed", "data-since": since }, ` ${duration(Date.now() - Date.parse(since))}`));
+      node.append(h("span", { class: "elapsed", "data-since": since }, ` ${duration(Date.now() - Date.parse(since), ELAPSED)}`));
     }
     return node;
   }
@@ -244,9 +245,9 @@
       // The times are drawn again; the Details button stays the same node, so a keyboard
       // user's focus survives the updates of a running call.
       const times = h("span", { class: "times" });
-      if (state.startedAt) times.append(h("span", null, "Started ", h("time", { datetime: state.startedAt }, clock(state.startedAt))));
+      if (state.startedAt) times.append(h("span", null, "Started ", timeNode(state.startedAt)));
       if (state.finishedAt) {
-        times.append(h("span", null, "Finished ", h("time", { datetime: state.finishedAt }, clock(state.finishedAt))));
+        times.append(h("span", null, "Finished ", timeNode(state.finishedAt)));
         if (state.startedAt) {
           times.append(h("span", null, `took ${duration(Date.parse(state.finishedAt) - Date.parse(state.startedAt))}`));
         }
@@ -385,7 +386,7 @@
     return h(
       "article",
       { class: `message message-${role}`, "data-sequence": event.sequence },
-      h("header", null, h("span", { class: "role" }, role === "user" ? "You" : "Assistant"), " ", h("time", { datetime: event.createdAt }, clock(event.createdAt))),
+      h("header", null, h("span", { class: "role" }, role === "user" ? "You" : "Assistant"), " ", timeNode(event.createdAt)),
       body,
     );
   }
@@ -393,7 +394,7 @@
   /* Every second: the elapsed time of running calls. */
   function tickElapsed() {
     for (const node of document.querySelectorAll(".elapsed[data-since]")) {
-      node.textContent = ` ${duration(Date.now() - Date.parse(node.dataset.since))}`;
+      node.textContent = ` ${duration(Date.now() - Date.parse(node.dataset.since), ELAPSED)}`;
     }
   }
 

@@ -1,7 +1,7 @@
 /*
  * What every page's script shares: the page's configuration, the REST API with the session
- * (CSRF header on writes), DOM helpers that only ever set text, times, and a websocket that
- * reconnects and says so.
+ * (CSRF header on writes), DOM helpers that only ever set text, times and durations, and a
+ * websocket that reconnects and says so. The admin loads it too, for the times' hover form.
  */
 (function (root) {
   "use strict";
@@ -85,22 +85,67 @@
     return String(n).padStart(2, "0");
   }
 
-  /* "12:04:05" in local time, or "Nov 29, 12:04:05" when not today. */
-  function clock(iso) {
-    if (!iso) return "";
+  /*
+   * Times (docs/web.md, "Times"): shown in UTC with seconds and the zone, the same for every
+   * reader ("2026-11-29 18:43:01 UTC", as the server's `when` writes it); on hover, the reader's
+   * local time and zone ("2026-11-29 13:43:01 EST, your time (America/New_York)").
+   */
+  function utcText(iso) {
     const d = new Date(iso);
-    const time = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
-    const now = new Date();
-    if (d.toDateString() === now.toDateString()) return time;
-    return `${d.toLocaleDateString(undefined, { month: "short", day: "numeric" })}, ${time}`;
+    if (!iso || Number.isNaN(d.getTime())) return "—";
+    const date = `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
+    return `${date} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
   }
 
-  /* "4 s", "3 min 5 s", "2 h 10 min" from milliseconds. */
-  function duration(ms) {
-    const s = Math.max(0, Math.floor(ms / 1000));
+  function localText(iso) {
+    const d = new Date(iso);
+    if (!iso || Number.isNaN(d.getTime())) return "";
+    const format = new Intl.DateTimeFormat("en-US", {
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      hourCycle: "h23",
+      timeZoneName: "short",
+    });
+    const part = {};
+    for (const { type, value } of format.formatToParts(d)) part[type] = value;
+    const zone = format.resolvedOptions().timeZone;
+    const shown = `${part.year}-${part.month}-${part.day} ${part.hour}:${part.minute}:${part.second} ${part.timeZoneName}`;
+    return zone ? `${shown}, your time (${zone})` : `${shown}, your time`;
+  }
+
+  /* A <time> showing `iso` in UTC, the reader's local time on hover. */
+  function timeNode(iso) {
+    if (!iso) return null;
+    return h("time", { datetime: iso, title: localText(iso) || null }, utcText(iso));
+  }
+
+  /* The hover form for the times the server wrote (`when`): each <time> without a title. */
+  function localizeTimes(root) {
+    for (const node of root.querySelectorAll("time[datetime]:not([title])")) {
+      const local = localText(node.getAttribute("datetime"));
+      if (local) node.title = local;
+    }
+  }
+
+  /*
+   * "23 ms", "4.2 s", "42 s", "3 min 5 s", "2 h 10 min", "3 d 4 h" from milliseconds, each part
+   * cut, never rounded up: conversations/times.py's duration_text (tested against it).
+   * `wholeSeconds` counts in seconds from 0 ("0 s", "7 s"): a clock that ticks every second.
+   */
+  function duration(ms, options) {
+    const millis = Math.max(0, Math.floor(ms));
+    const whole = options && options.wholeSeconds;
+    if (!whole && millis < 1000) return `${millis} ms`;
+    if (!whole && millis < 10000) return `${Math.floor(millis / 1000)}.${Math.floor((millis % 1000) / 100)} s`;
+    const s = Math.floor(millis / 1000);
     if (s < 60) return `${s} s`;
     if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
-    return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+    return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
   }
 
   function requestId() {
@@ -108,18 +153,28 @@
     return `r-${Date.now()}-${Math.random().toString(16).slice(2)}`;
   }
 
+  const FIRST_DELAY_MS = 500;
+  const LAST_DELAY_MS = 10000;
+
   /*
-   * A websocket that reconnects: `onOpen()` after the server's hello (subscribe there),
-   * `onFrame(frame)` for each frame after it, `onState(state)` with "connecting", "open",
-   * "reconnecting" or "closed" (4401: the session ended; no retry). Retries back off from
-   * half a second to ten.
+   * A websocket that reconnects: `onOpen()` once the server's first frame says the socket is
+   * live (subscribe there), `onFrame(frame)` for each frame, `onState(state)` with
+   * "connecting", "open", "reconnecting" or "closed" (4401: the session ended; no retry).
+   * Retries back off from half a second to ten, and start again from half a second once a
+   * connection is live.
+   *
+   * What says "live" is the socket's first frame (docs/realtime.md): `hello` on
+   * /ws/conversations/ (not passed to `onFrame`), the `snapshot` on /ws/workbench/ (passed on:
+   * it is the page's start). `options.liveOn` names it; "hello" by default.
    */
   class Socket {
-    constructor(path, handlers) {
+    constructor(path, handlers, options) {
       this.path = path;
       this.handlers = handlers;
-      this.delay = 500;
+      this.liveOn = (options && options.liveOn) || "hello";
+      this.delay = FIRST_DELAY_MS;
       this.ws = null;
+      this.live = false;
       this.stopped = false;
       this.timer = null;
     }
@@ -134,20 +189,22 @@
       this.handlers.onState(this.ws ? "reconnecting" : "connecting");
       const ws = new WebSocket(this.url());
       this.ws = ws;
+      this.live = false;
       ws.addEventListener("message", (event) => {
+        if (ws !== this.ws) return;
         let frame;
         try {
           frame = JSON.parse(event.data);
         } catch (_) {
           return;
         }
-        if (frame.type === "hello") {
-          this.delay = 500;
+        if (!this.live && frame.type === this.liveOn) {
+          this.live = true;
+          this.delay = FIRST_DELAY_MS;
           this.handlers.onState("open");
           this.handlers.onOpen();
-          return;
         }
-        this.handlers.onFrame(frame);
+        if (frame.type !== "hello") this.handlers.onFrame(frame);
       });
       ws.addEventListener("close", (event) => {
         if (ws !== this.ws) return;
@@ -159,7 +216,7 @@
         if (this.stopped) return;
         this.handlers.onState("reconnecting");
         this.timer = setTimeout(() => this.start(), this.delay);
-        this.delay = Math.min(this.delay * 2, 10000);
+        this.delay = Math.min(this.delay * 2, LAST_DELAY_MS);
       });
     }
 
@@ -195,9 +252,18 @@
   Toolcore.h = h;
   Toolcore.append = append;
   Toolcore.clear = clear;
-  Toolcore.clock = clock;
+  Toolcore.utcText = utcText;
+  Toolcore.localText = localText;
+  Toolcore.timeNode = timeNode;
+  Toolcore.localizeTimes = localizeTimes;
   Toolcore.duration = duration;
   Toolcore.requestId = requestId;
   Toolcore.Socket = Socket;
   Toolcore.connectionLine = connectionLine;
+
+  // The times the server wrote get their hover form once the page is parsed.
+  if (typeof document !== "undefined") {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", () => localizeTimes(document));
+    else localizeTimes(document);
+  }
 })(typeof self !== "undefined" ? self : this);

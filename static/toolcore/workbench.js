@@ -7,7 +7,7 @@
 (function (root) {
   "use strict";
   const T = root.Toolcore;
-  const { h, api, clear, clock } = T;
+  const { h, api, clear, timeNode } = T;
 
   const PAGE_LINES = 200;
   const TAIL_LINES = 500; // the API's largest page
@@ -22,15 +22,16 @@
 
   // --- the list ------------------------------------------------------------------------------
 
+  /* A launch's badge: its label, icon and style (every style in style.css, light and dark). */
   function status(launch) {
-    if (launch.status === "running") return { label: "Running", style: "in_progress" };
-    if (launch.status === "killed") return { label: "Stopped", style: "cancelled" };
-    if (launch.status === "lost") return { label: "Lost", style: "indeterminate" };
-    if (launch.exitCode === 0) return { label: "Exited 0", style: "completed" };
+    if (launch.status === "running") return { label: "Running", icon: "◌", style: "in_progress" };
+    if (launch.status === "killed") return { label: "Stopped", icon: "■", style: "stopped" };
+    if (launch.status === "lost") return { label: "Lost", icon: "!", style: "indeterminate" };
+    if (launch.exitCode === 0) return { label: "Exited 0", icon: "✓", style: "completed" };
     if (launch.exitCode === null || launch.exitCode === undefined) {
-      return { label: launch.signal ? `Exited (${launch.signal})` : "Exited", style: "failed" };
+      return { label: launch.signal ? `Exited (${launch.signal})` : "Exited", icon: "✕", style: "failed" };
     }
-    return { label: `Exited ${launch.exitCode}`, style: "failed" };
+    return { label: `Exited ${launch.exitCode}`, icon: "✕", style: "failed" };
   }
 
   function row(launch) {
@@ -44,8 +45,8 @@
       { "data-launch-id": launch.id, "aria-selected": String(log.id === launch.id) },
       h("th", { scope: "row" }, h("button", { type: "button", class: "quiet", "aria-label": `Show the log of ${launch.name}`, onclick: () => log.open(launch.id) }, launch.name)),
       h("td", null, h("code", null, launch.command.length > 200 ? launch.command.slice(0, 200) + "…" : launch.command)),
-      h("td", null, h("span", { class: `badge badge-${shown.style}` }, shown.label)),
-      h("td", null, h("time", { datetime: launch.startedAt }, clock(launch.startedAt)), launch.finishedAt ? h("span", { class: "muted" }, ` – ${clock(launch.finishedAt)}`) : null),
+      h("td", null, h("span", { class: `badge badge-${shown.style}` }, h("span", { class: "badge-icon", "aria-hidden": "true" }, shown.icon), h("span", { class: "badge-label" }, shown.label))),
+      h("td", null, timeNode(launch.startedAt), launch.finishedAt ? h("div", { class: "muted" }, "ended ", timeNode(launch.finishedAt)) : null),
       h("td", null, stop),
     );
   }
@@ -295,17 +296,23 @@
 
   // --- live -----------------------------------------------------------------------------------
 
-  const socket = new T.Socket(config.socket, {
-    onState: T.connectionLine(document.getElementById("connection")),
-    onOpen: () => {},
-    onFrame: (frame) => {
-      if (frame.type === "snapshot") {
-        snapshot(frame.launches);
-        document.body.dataset.ready = "true";
-      } else if (frame.type === "launch.changed") upsert(frame.launch);
-      else if (frame.type === "launch.removed") remove(frame.id);
+  // The workbench socket sends no hello: its snapshot, the first frame of every connection,
+  // says it is live (docs/realtime.md).
+  const socket = new T.Socket(
+    config.socket,
+    {
+      onState: T.connectionLine(document.getElementById("connection")),
+      onOpen: () => {},
+      onFrame: (frame) => {
+        if (frame.type === "snapshot") {
+          snapshot(frame.launches);
+          document.body.dataset.ready = "true";
+        } else if (frame.type === "launch.changed") upsert(frame.launch);
+        else if (frame.type === "launch.removed") remove(frame.id);
+      },
     },
-  });
+    { liveOn: "snapshot" },
+  );
   socket.start();
   T.page = { socket, log };
 })(typeof self !== "undefined" ? self : this);

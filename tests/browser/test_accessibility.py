@@ -25,6 +25,8 @@ STATUSES = [
     "cancelled",
     "indeterminate",
 ]
+# The workbench's launch badges use the cards' styles, and one of their own: a stopped launch.
+LAUNCH_ONLY_STYLES = ["stopped"]
 
 # Samples of every text style the pages use, built with the pages' own classes, then measured:
 # the contrast ratio of each against its background. Normal text needs 4.5:1; the focus ring (a
@@ -87,7 +89,7 @@ def test_every_text_style_meets_wcag_aa_contrast(chromium, live_site, request, s
     page = open_page(chromium, live_site, request, color_scheme=scheme)
     log_in(page, live_site, f"/c/{live_site.demo_conversation}/")
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
-    measured = page.evaluate(SAMPLES, STATUSES)
+    measured = page.evaluate(SAMPLES, STATUSES + LAUNCH_ONLY_STYLES)
     low = {name: r for name, r in measured["ratios"].items() if r < (3 if name == "focus" else 4.5)}
     assert low == {}, f"below AA in the {scheme} scheme: {low}"
     # Each status its own colours, except the two that wait on the user (their labels differ).
@@ -96,7 +98,7 @@ def test_every_text_style_meets_wcag_aa_contrast(chromium, live_site, request, s
         badges[STATUSES.index("awaiting_approval")],
         badges[STATUSES.index("awaiting_input")],
     }
-    assert len(awaiting) == 1 and len(set(badges)) == len(STATUSES) - 1, badges
+    assert len(awaiting) == 1 and len(set(badges)) == len(badges) - 1, badges
     screenshot(page, f"transcript-{scheme}")
     page.context.close()
     assert page.errors == []

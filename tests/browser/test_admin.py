@@ -41,3 +41,24 @@ def test_approve_from_the_admin_console(page, live_site):
     expect(card.locator(".card-preview")).to_contain_text("it is late")
     payload = live_site.call(call_id)["response"]["payload"]
     assert payload["resolution"]["decision"] == "allow" and payload["resolvedBy"] == "demo"
+
+
+def test_no_page_asks_for_a_missing_icon(page, live_site):
+    """Every admin page logged a 404 for /favicon.ico: the pages and the admin link the icon,
+    and the root answers for what asks it there (the API docs, a browser showing JSON)."""
+    logged = len(live_site.server.stderr())
+    missing = []
+    page.on("response", lambda answer: missing.append(answer.url) if answer.status == 404 else 0)
+    log_in(page, live_site)
+    paths = ["/", "/workbench/", f"/c/{live_site.demo_conversation}/", "/admin/"]
+    for path in [*paths, "/admin/tools/launch/", "/admin/tools/leftprocess/", "/api/v1/docs"]:
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        if path in paths:
+            linked = page.evaluate("document.querySelector('link[rel=icon]').href")
+            answer = page.request.get(linked)
+            assert answer.status == 200 and answer.headers["content-type"] == "image/svg+xml"
+    icon = page.request.get("/favicon.ico")
+    assert icon.status == 200 and icon.headers["content-type"] == "image/x-icon"
+    assert missing == []
+    assert "Not Found" not in live_site.server.stderr()[logged:]

@@ -1,5 +1,6 @@
 """The workbench: start a launch, read its log live and page back through older lines by
-scrolling up, stop it; every change arrives over /ws/workbench/."""
+scrolling up, stop it; every change arrives over /ws/workbench/, and the status line says when
+the page is live."""
 
 from __future__ import annotations
 
@@ -26,14 +27,37 @@ def line_numbers(page) -> list[int]:
     )
 
 
-def test_a_launch_streams_its_log_and_ends(user_page):
-    page = user_page
+def open_workbench(page) -> None:
     page.goto("/workbench/")
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#connection")).to_have_text("Live")
+
+
+def test_the_status_line_says_live_and_again_after_each_reconnect(user_page, live_site):
+    page = user_page
+    open_workbench(page)
+    socket = "Toolcore.page.socket"
+    assert page.evaluate(f"{socket}.delay") == 500
+    for _ in range(2):
+        page.evaluate(f"{socket}.drop()")
+        expect(page.locator("#connection")).to_have_text("Reconnecting…")
+        expect(page.locator("#connection")).to_have_attribute("data-state", "open")
+        expect(page.locator("#connection")).to_have_text("Live")
+        # Live again: the next drop is retried after half a second again, not after longer.
+        assert page.evaluate(f"{socket}.delay") == 500
+    # And it is live indeed: a launch started elsewhere (the API) shows up.
+    live_site.api("POST", "/launches", {"name": "from the api", "command": "true"})
+    row = page.get_by_role("row").filter(has_text="from the api")
+    expect(row.locator(".badge")).to_have_text("✓Exited 0", timeout=RUN_MS)
+
+
+def test_a_launch_streams_its_log_and_ends(user_page):
+    page = user_page
+    open_workbench(page)
     start(page, "ticker", "for i in $(seq 1 30); do echo tick $i; sleep 0.05; done")
     row = page.get_by_role("row").filter(has_text="ticker")
     expect(page.locator("#log-lines")).to_contain_text("tick 30", timeout=RUN_MS)
-    expect(row.locator(".badge")).to_have_text("Exited 0", timeout=RUN_MS)
+    expect(row.locator(".badge")).to_have_text("✓Exited 0", timeout=RUN_MS)
     assert line_numbers(page) == list(range(1, 31))
     page.get_by_text("Summary at exit").click()
     expect(page.locator("#log-summary")).to_contain_text("tick 30")
@@ -41,8 +65,7 @@ def test_a_launch_streams_its_log_and_ends(user_page):
 
 def test_page_back_through_a_long_log_and_stop_the_launch(user_page):
     page = user_page
-    page.goto("/workbench/")
-    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    open_workbench(page)
     start(page, "long log", "seq 1 1500; sleep 60")
     expect(page.locator("#log-lines")).to_contain_text("1500", timeout=RUN_MS)
     view = page.locator("#log-view")
@@ -58,8 +81,20 @@ def test_page_back_through_a_long_log_and_stop_the_launch(user_page):
     )
     assert texts == [str(n) for n in range(1, 1501)]
     row = page.get_by_role("row").filter(has_text="long log")
-    expect(row.locator(".badge")).to_have_text("Running")
+    expect(row.locator(".badge")).to_have_text("◌Running")
     screenshot(page, "workbench")
     row.get_by_role("button", name="Stop long log").click()
-    expect(row.locator(".badge")).to_have_text("Stopped", timeout=RUN_MS)
+    expect(row.locator(".badge")).to_have_text("■Stopped", timeout=RUN_MS)
     expect(row.get_by_role("button", name="Stop long log")).to_have_count(0)
+    # Styled (it was plain text on the selected row): its own colours, set off from the row.
+    assert row.get_attribute("aria-selected") == "true"
+    colours = row.locator(".badge").evaluate(
+        """(badge) => {
+             const style = getComputedStyle(badge);
+             const rowBackground = getComputedStyle(badge.closest("tr")).backgroundColor;
+             return [style.backgroundColor, style.boxShadow, rowBackground];
+           }"""
+    )
+    background, ring, row_background = colours
+    assert background not in ("rgba(0, 0, 0, 0)", row_background), colours
+    assert ring != "none", colours

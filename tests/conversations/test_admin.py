@@ -219,6 +219,16 @@ def test_every_model_of_both_apps_is_registered():
         assert admin.site._registry[model].list_select_related
 
 
+def test_the_index_names_every_model_in_plain_english(staff):
+    """Django's default plural adds an "s": "Launchs", "Left processs", "Api tokens"."""
+    index = staff.get(reverse("admin:index")).content.decode()
+    for name in ("Launches", "Left processes", "API tokens", "Tool activities", "Async runs"):
+        assert f">{name}</a>" in index, name
+    for model in admin.site._registry:
+        plural = str(model._meta.verbose_name_plural)
+        assert not plural.endswith(("ss", "chs", "shs", "xs")), plural
+
+
 @pytest.mark.parametrize("model", REGISTERED, ids=lambda m: m.__name__)
 def test_changelist_and_change_page_load_for_staff(staff, world, model):
     obj = object_of(world, model)

@@ -87,10 +87,45 @@ def test_an_unfinished_calls_page(awaiting, conversation):
     assert fields["conversation"] == "Deploy case"
     assert APPROVE_BUTTON.search(text)
     assert ">Deny</button>" in text and ">Cancel call</button>" in text
-    assert "needs the permission tools.run_commands" in text
+    assert "needs the permission tools.run_commands" not in text  # a superuser holds it
     assert 'id="call-timeline"' in text and 'id="projection-wire"' in text
     # Every time on the page reads with seconds and zone.
     assert not re.search(r"\d{1,2}:\d\d (a|p)\.m\.", text)
+
+
+def test_the_page_names_the_owner_linked_for_staff_who_may_view_users(awaiting, conversation):
+    owner = conversation.owner
+    user_page = admin_url(type(owner), "change", owner.pk)
+    page = client_of(StaffFactory()).get(call_page_url(awaiting))
+    assert band(page)["owner"] == "dora"
+    assert f'<dd id="call-owner"><a href="{user_page}">dora</a></dd>' in page.content.decode()
+    # Staff who may not see users read the name, without a link they could not follow.
+    page = client_of(staff_with(*OPERATOR_PERMISSIONS)).get(call_page_url(awaiting))
+    assert '<dd id="call-owner">dora</dd>' in page.content.decode()
+
+
+def test_a_settled_calls_page_names_the_owner(awaiting):
+    client = client_of(staff_with(*OPERATOR_PERMISSIONS, "view_user"))
+    client.post(operate_url(awaiting, "deny"))
+    assert band(client.get(call_page_url(awaiting)))["owner"] == "dora"
+
+
+def test_the_run_commands_hint_shows_only_to_who_lacks_it(awaiting, operator):
+    hint = '<span class="note" id="note-approve">needs the permission tools.run_commands</span>'
+    page = client_of(operator).get(call_page_url(awaiting))
+    assert hint in operations_section(page)
+    grant_run_commands(operator)
+    page = client_of(operator).get(call_page_url(awaiting))
+    assert APPROVE_BUTTON.search(operations_section(page))
+    assert "tools.run_commands" not in operations_section(page)
+
+
+def test_the_command_keeps_its_whitespace(conversation):
+    command = "pytest -x tests/\nE   AssertionError:  1 != 2\n\tdone <ok>"
+    (call_id,) = calls(conversation, ("bash", {"command": command}))
+    page = client_of(StaffFactory()).get(call_page_url(call_id))
+    escaped = "pytest -x tests/\nE   AssertionError:  1 != 2\n\tdone &lt;ok&gt;"
+    assert f'<pre class="call-subject">{escaped}</pre>' in page.content.decode()
 
 
 def test_a_running_calls_page_names_its_worker_and_lease(conversation):

@@ -4,9 +4,14 @@ workbench shells). What the pages do in a browser is tested in tests/browser/.""
 from __future__ import annotations
 
 import json
+import logging
+from datetime import UTC, datetime
 
 import pytest
 from django.contrib.staticfiles import finders
+from django.templatetags.static import static
+
+from conversations.models import Conversation
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -59,6 +64,16 @@ def test_the_list_shows_open_turns_and_calls_waiting(client, user, other_user):
     assert f'href="/c/{quiet.pk}/"' in html
 
 
+def test_the_list_shows_times_in_utc_with_the_wires_form_for_the_hover(client, user):
+    conversation = new_conversation(user, title="dated")
+    Conversation.objects.filter(pk=conversation.pk).update(
+        created_at=datetime(2026, 11, 29, 23, 43, 1, 123000, tzinfo=UTC)
+    )
+    client.force_login(user)
+    html = client.get("/").content.decode()
+    assert '<time datetime="2026-11-29T23:43:01.123Z">2026-11-29 23:43:01 UTC</time>' in html
+
+
 def test_the_transcript_page_hands_its_script_the_conversation(client, user):
     conversation = new_conversation(user, title="<b>tagged</b>")
     client.force_login(user)
@@ -94,5 +109,24 @@ def test_the_pages_scripts_are_static_files():
         "command.js",
         "transcript.js",
         "style.css",
+        "favicon.svg",
+        "favicon.ico",
     ):
         assert finders.find(f"toolcore/{name}"), name
+
+
+def test_the_site_has_an_icon_and_nothing_asks_for_a_missing_one(client, user, caplog):
+    """Every admin page logged "Not Found: /favicon.ico": the root answers it now, and the
+    pages and the admin link the SVG icon."""
+    caplog.set_level(logging.WARNING, logger="django.request")
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon["Content-Type"] == "image/x-icon"
+    assert icon.content[:4] == b"\x00\x00\x01\x00"  # an ICO header
+    assert "max-age" in icon["Cache-Control"]
+    link = f'<link rel="icon" href="{static("toolcore/favicon.svg")}" type="image/svg+xml">'
+    assert link in client.get("/accounts/login/").content.decode()
+    assert link in client.get("/admin/login/").content.decode()
+    client.force_login(user)
+    assert link in client.get("/").content.decode()
+    assert [r for r in caplog.records if r.name == "django.request"] == []
+    assert client.post("/favicon.ico").status_code == 405  # read only

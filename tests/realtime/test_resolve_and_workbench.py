@@ -112,6 +112,22 @@ async def test_workbench_snapshot_then_changes_of_my_launches_only(user, other_u
     await socket.disconnect()
 
 
+async def test_workbench_first_frame_is_its_snapshot_on_every_connect(user):
+    """No ``hello`` on /ws/workbench/ (the contract: a snapshot on connect); its snapshot is
+    the first frame of every connection, which is what tells the page it is live and resets
+    its reconnect delay (docs/realtime.md)."""
+    mine = await new_launch(user, "dev server")
+    await published()
+    token = await token_for(user)
+    for _ in range(2):  # a reconnect is a new connection: the same first frame
+        socket = await connect(token, path="/ws/workbench/")
+        first = await receive(socket)
+        assert list(first) == ["type", "launches"] and first["type"] == "snapshot"
+        assert [launch["id"] for launch in first["launches"]] == [mine]
+        assert await socket.receive_nothing(timeout=0.2)  # nothing else until a change
+        await socket.disconnect()
+
+
 async def test_workbench_without_credentials_is_closed_4401():
     socket = await connect(path="/ws/workbench/")
     assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
