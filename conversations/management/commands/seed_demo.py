@@ -6,11 +6,11 @@ as it makes the new one. A password changed since seeding is kept and not printe
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from conversations.auth import token_create, token_revoke
+from conversations.grants import run_commands_grant
 from conversations.models import ApiToken, Conversation, ToolCall
 from conversations.services.claims import claim_acquire
 from conversations.services.conversations import conversation_create
@@ -53,9 +53,7 @@ class Command(BaseCommand):
             if created:
                 user.set_password(DEMO_PASSWORD)
                 user.save()
-            user.user_permissions.add(
-                Permission.objects.get(codename="run_commands", content_type__app_label="tools")
-            )
+            run_commands_grant(user=user)
         conversation = Conversation.objects.filter(
             owner=user, title__in=(DEMO_TITLE, *EARLIER_TITLES)
         ).first()
