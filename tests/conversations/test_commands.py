@@ -198,3 +198,39 @@ def test_run_commands_changes_nothing_when_a_user_is_unknown(user):
 def _fresh(user):
     """The user read again: Django caches permissions on the object."""
     return get_user_model().objects.get(pk=user.pk)
+
+
+def test_seed_demo_reset_replaces_the_demo_conversation_and_keeps_the_rest(settings):
+    """The README's walkthrough after a first run: the bash call was approved and ran. Without
+    ``--reset`` seed_demo keeps that conversation; with it, a fresh one waits for approval."""
+    from conversations.services.cancel import call_cancel
+    from conversations.storage import resolve_workspace
+
+    settings.DEBUG = True
+    _run("seed_demo", "--no-token")
+    demo = get_user_model().objects.get(username="demo")
+    first = Conversation.objects.get(owner=demo)
+    bash = ToolCall.objects.get(conversation=first, tool_name="bash")
+    call_cancel(call_id=bash.pk)  # settled, as after the walkthrough
+    notes = resolve_workspace(demo.pk, first.workspace) / "notes.md"
+    notes.write_text("changed during the walkthrough\n")
+    mine = new_conversation(demo)
+    assert f"Demo conversation: {first.pk}" in _run("seed_demo", "--no-token")
+    assert not ToolCall.objects.filter(pk=bash.pk).exists()  # idempotent: still settled
+
+    output = _run("seed_demo", "--no-token", "--reset")
+    assert "Reset: deleted 1 demo conversation(s)." in output
+    assert not Conversation.objects.filter(pk=first.pk).exists()
+    fresh = Conversation.objects.get(owner=demo, title=first.title)
+    assert f"Demo conversation: {fresh.pk}" in output and fresh.pk != first.pk
+    assert Conversation.objects.filter(pk=mine.pk).exists()  # not a demo: kept
+    states = sorted(ToolCall.objects.filter(conversation=fresh).values_list("state", flat=True))
+    assert states == ["awaiting_approval", "ready", "ready", "ready"]
+    assert (
+        (resolve_workspace(demo.pk, fresh.workspace) / "notes.md")
+        .read_text()
+        .startswith("# Demo project")
+    )
+    again = _run("seed_demo", "--no-token", "--reset")
+    assert "Reset: deleted 1 demo conversation(s)." in again
+    assert Conversation.objects.filter(owner=demo).count() == 2
