@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+# Each `make run` starts the demo conversation afresh (its bash call awaiting approval again), so
+# the README's walkthrough can be repeated; `make run DEMO=keep` keeps the one there is.
+DEMO ?= reset
 
 .PHONY: run test lint format bench clean
 
@@ -19,14 +22,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # Development: DEBUG on (the development secret key, any host, the demo user and token).
 run: $(STAMP)
 	DEBUG=1 $(BIN)/python manage.py migrate --no-input
-	DEBUG=1 $(BIN)/python manage.py seed_demo
+	DEBUG=1 $(BIN)/python manage.py seed_demo $(if $(filter keep,$(DEMO)),,--reset)
 	@echo "Toolcore on http://$(HOST):$(PORT)/  (log in as demo; admin: /admin/, API docs: /api/v1/docs)"
 	DEBUG=1 $(BIN)/daphne -e tcp:port=$(PORT):interface=$(HOST):backlog=1024 config.asgi:application
 
 # The browser tests (tests/browser/) need Debian's Chromium; without it they are skipped.
+# -rs: the summary names every skipped test and why (no Chromium, no PostgreSQL, …).
 test: $(STAMP)
 	@test -x /usr/bin/chromium || echo "Chromium not found at /usr/bin/chromium: browser tests skipped (apt-get install chromium)"
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -rs
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

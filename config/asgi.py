@@ -11,6 +11,12 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 django.setup(set_prefix=False)
 
+from config.access_log import access_log_install  # noqa: E402
+
+# daphne's access log as log lines of the configured format (JSON with DEBUG off), not plain
+# text on stdout: its command line builds its access logger after importing this module.
+access_log_install()
+
 from config.http import PooledASGIHandler  # noqa: E402
 from config.startup import database_check  # noqa: E402
 

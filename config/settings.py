@@ -106,6 +106,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz answers before anything validates the Host header.
     "conversations.health.HealthzMiddleware",
+    # Then a Host not in ALLOWED_HOSTS: one warning and a 400 (JSON for the API and /readyz).
+    "conversations.hosts.AllowedHostMiddleware",
     "conversations.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -347,6 +349,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "daphne": {"level": "WARNING"},
+        # Its access log (config/access_log.py): one line a request or websocket step, at INFO.
+        "daphne.access": {"level": LOG_LEVEL},
         "django.channels.server": {"level": "WARNING"},
         # django-axes: each failure and lockout is a warning; its per-attempt chatter is not.
         "axes": {"level": "WARNING"},

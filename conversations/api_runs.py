@@ -5,8 +5,10 @@ operations' descriptions on the OpenAPI page."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 
@@ -14,12 +16,14 @@ from projections.logpages import PageParamError, read_page
 from tools.models import Launch
 
 from . import selectors
+from .auth import AsyncAuth
+from .detached import detached
 from .errors import ValidationFailed
 from .responses import json_response
 from .schemas import LinesPageOut, errors
 from .schemas_common import PathId
 from .schemas_runs import AsyncRunOut, LaunchIn, LaunchOut, LaunchPage, LogQuery
-from .services.async_runs import async_run_kill
+from .services.async_runs import async_run_end_wait, async_run_kill
 from .services.launches import launch_create, launch_folder, launch_for, launch_stop, launch_wire
 from .shapes import async_run_wire
 from .storage import CAPTURE_MAX_BYTES, data_dir
@@ -85,19 +89,32 @@ def get_async_run_log(request: HttpRequest, run_id: PathId, query: Query[LogQuer
     return _log_page(data_dir() / run.folder / f"{query.stream}.txt", query, run.status)
 
 
+def _kill(user: Any, run_id: str) -> Any:
+    """Find the user's run and ask its watcher to kill it, on a detached thread."""
+    try:
+        run = selectors.async_run_for(user, run_id)
+        async_run_kill(run=run)
+        return run.pk
+    finally:
+        connections.close_all()
+
+
 @runs_router.post(
     "/async-runs/{run_id}/kill",
     operation_id="kill_async_run",
+    auth=AsyncAuth(),
     summary="Kill an async run",
     response={200: AsyncRunOut, **errors(*_WRITE)},
 )
-def kill_async_run(request: HttpRequest, run_id: PathId) -> HttpResponse:
+async def kill_async_run(request: HttpRequest, run_id: PathId) -> HttpResponse:
     """Asks the worker watching the run to kill its process group (SIGTERM, then SIGKILL after
-    5 s). Answers the run as it is now: it reads `killed` once the group is gone, and its
-    notice then arrives in the queue. Killing a run that ended changes nothing."""
-    run = selectors.async_run_for(request.auth, run_id)
-    async_run_kill(run=run)
-    return json_response(async_run_wire(run))
+    5 s) and answers the run once it ended: `killed` (with its `signal`, or the exit code of a
+    command that caught SIGTERM and exited), its notice then in the queue. Waits at most 8 s
+    (holding no server thread); a run still `running` by then had no watcher to kill it yet
+    (its worker is away), and ends `lost` or `killed` later. Killing a run that ended answers
+    it as it is and changes nothing."""
+    pk = await detached(_kill)(request.auth, run_id)
+    return json_response(async_run_wire(await async_run_end_wait(run_id=pk)))
 
 
 @launches_router.get(

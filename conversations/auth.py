@@ -133,6 +133,17 @@ def _csrf_failure(request: HttpRequest) -> str | None:
     return check.process_view(request, lambda req: None, (), {})
 
 
+def _csrf_require(request: HttpRequest) -> None:
+    """``CsrfFailed`` (403 ``csrf_failed``) when a session's unsafe request fails the check."""
+    reason = _csrf_failure(request)
+    if reason is not None:
+        raise CsrfFailed(
+            f"CSRF check failed: the CSRF token is missing or wrong ({reason.rstrip('.')}). "
+            "Send the csrftoken cookie's value in the X-CSRFToken header, or use a bearer "
+            "token."
+        )
+
+
 class SessionAuth(AuthBase):
     """A logged-in browser session; unsafe methods need the CSRF token (``403 csrf_failed``)."""
 
@@ -144,13 +155,7 @@ class SessionAuth(AuthBase):
         user = getattr(request, "user", None)
         if user is None or not user.is_authenticated:
             return None
-        reason = _csrf_failure(request)
-        if reason is not None:
-            raise CsrfFailed(
-                f"CSRF check failed: the CSRF token is missing or wrong ({reason.rstrip('.')}). "
-                "Send the csrftoken cookie's value in the X-CSRFToken header, or use a bearer "
-                "token."
-            )
+        _csrf_require(request)
         return user
 
 
@@ -166,14 +171,18 @@ def _authenticate_detached(request: HttpRequest) -> Any:
             request.api_token = row  # type: ignore[attr-defined]
             return row.user
         user = get_user(request)
-        return user if user.is_authenticated else None
+        if not user.is_authenticated:
+            return None
+        _csrf_require(request)  # as SessionAuth: a session's POST needs its CSRF token
+        return user
     finally:
         close_old_connections()
         connections.close_all()
 
 
 class AsyncAuth(AuthBase):
-    """For async views that wait: authenticates without pinning a thread or a connection."""
+    """For async views that wait: authenticates without pinning a thread or a connection, by a
+    bearer token or a session (with its CSRF token on unsafe methods), as the two above do."""
 
     openapi_type = "http"
     openapi_scheme = "bearer"

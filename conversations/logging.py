@@ -9,10 +9,17 @@ import json
 import logging
 
 CONTEXT_KEYS = ("conversation_id", "tool_call_id", "sequence", "claim_token", "worker")
+# The fields of an access line (``config/access_log.py``), kept as JSON strings and numbers; a
+# readable line has them all in its message already.
+ACCESS_KEYS = ("client", "method", "path", "status", "bytes", "duration_ms")
 
 
 def _context(record: logging.LogRecord) -> dict[str, object]:
     return {key: getattr(record, key) for key in CONTEXT_KEYS if hasattr(record, key)}
+
+
+def _access(record: logging.LogRecord) -> dict[str, object]:
+    return {key: getattr(record, key) for key in ACCESS_KEYS if hasattr(record, key)}
 
 
 class JsonFormatter(logging.Formatter):
@@ -23,10 +30,11 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
             **{k: str(v) for k, v in _context(record).items()},
+            **_access(record),
         }
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class PlainFormatter(logging.Formatter):

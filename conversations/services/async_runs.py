@@ -18,6 +18,7 @@ order is so a fact of the database, not of timing.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -25,12 +26,14 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 
 from projections.model import model_content
 from projections.units import clean_text, utf8_prefix
 from tools.models import AsyncRun, ProcessStatus
 
+from ..detached import detached
 from ..models import Asset, Conversation, ConversationEvent
 from ..sql import vendor_sql
 from ..storage import CAPTURE_MEDIA_TYPE, capture_found, capture_snapshot, data_dir
@@ -252,6 +255,32 @@ def async_runs_lost() -> list[AsyncRun]:
     """Every stale run ``lost``, one after the other."""
     lost = (async_run_lose(run_id=run_id) for run_id in async_runs_stale())
     return [run for run in lost if run is not None]
+
+
+# How long a kill waits for the run's end: SIGTERM, SIGKILL 5 s later, and the end recorded.
+KILL_WAIT_SECONDS = 8.0
+KILL_POLL_SECONDS = 0.1
+
+
+def _run_read(run_id: Any) -> AsyncRun:
+    try:
+        return AsyncRun.objects.get(pk=run_id)
+    finally:
+        connections.close_all()  # a detached thread gives its connection back
+
+
+async def async_run_end_wait(*, run_id: Any, seconds: float | None = None) -> AsyncRun:
+    """The run read again until it is no longer ``running``, for at most ``seconds`` (default
+    ``KILL_WAIT_SECONDS``): as it is then (still ``running`` when no watcher ended it by then).
+    Each read runs on the detached threads, so the wait holds no request thread and no
+    connection."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + (KILL_WAIT_SECONDS if seconds is None else seconds)
+    while True:
+        run = await detached(_run_read)(run_id)
+        if run.status != ProcessStatus.RUNNING or loop.time() >= deadline:
+            return run
+        await asyncio.sleep(KILL_POLL_SECONDS)
 
 
 def async_run_kill(*, run: AsyncRun) -> None:

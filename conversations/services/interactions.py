@@ -137,12 +137,13 @@ def call_resolve(
         _check_approval(call, resolution, user)
     else:
         _check_input(call, resolution.get("value"))
-    with publish.atomic():
-        stored = ToolCall.objects.filter(
-            pk=call.pk, state=call.state, generation=call.generation, resolution__isnull=True
-        ).update(resolution=resolution, resolution_request_id=request_id, resolved_by=user)
-        if stored:
-            call_moved(call)  # tool_call.changed: the row now holds the resolution
+    # Recording publishes nothing: the move or the settlement it leads to, applied just below,
+    # publishes the call with its resolution, once (a second tool_call.changed of the same
+    # awaiting state would only repeat it). A crash in between leaves it to recovery, whose
+    # apply publishes.
+    stored = ToolCall.objects.filter(
+        pk=call.pk, state=call.state, generation=call.generation, resolution__isnull=True
+    ).update(resolution=resolution, resolution_request_id=request_id, resolved_by=user)
     if not stored:  # resolved, moved or settled meanwhile: answer from the fresh row
         return call_resolve(
             call_id=call_id, user=user, request_id=request_id, resolution=resolution

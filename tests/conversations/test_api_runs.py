@@ -7,10 +7,11 @@ import uuid
 
 import pytest
 
+from conversations.services import async_runs
 from conversations.services.async_runs import async_run_start
 from conversations.services.runners import LAUNCH, LAUNCH_STOP, RUN_KILL, listen, unlisten
 from conversations.storage import attempt_relative, data_dir
-from tools.models import Launch
+from tools.models import AsyncRun, Launch
 
 from .api_helpers import API, assert_error, grant_run_commands
 from .helpers import assistant_calls, new_conversation, open_turn
@@ -53,7 +54,9 @@ def _run(user, lines: int = 250):
     )
 
 
-def test_an_async_run_is_read_paged_and_killed_by_its_owner_only(api, other_api, user, heard):
+def test_an_async_run_is_read_paged_and_killed_by_its_owner_only(
+    api, other_api, user, heard, monkeypatch
+):
     run = _run(user)
     body = api.get(f"{API}/async-runs/{run.pk}").json()
     assert (body["id"], body["status"], body["command"]) == (str(run.pk), "running", "make")
@@ -74,9 +77,30 @@ def test_an_async_run_is_read_paged_and_killed_by_its_owner_only(api, other_api,
         assert_error(other_api.get(API + path), 404, "not_found")
     assert_error(other_api.post_json(f"{API}/async-runs/{run.pk}/kill"), 404, "not_found")
     assert heard[RUN_KILL] == []
+    # No worker watches this run: the kill is announced, the wait for its end runs out (made
+    # short here), and the run is answered as it is, still running (tests/tools/test_bash.py
+    # has a watcher end it).
+    monkeypatch.setattr(async_runs, "KILL_WAIT_SECONDS", 0.3)
     killed = api.post_json(f"{API}/async-runs/{run.pk}/kill")
     assert killed.status_code == 200 and killed.json()["status"] == "running"
     assert heard[RUN_KILL] == [str(run.pk)]
+
+
+def test_a_session_kills_a_run_with_its_csrf_token_only(user, heard):
+    """The kill waits in an async view (``AsyncAuth``): a session's POST still needs CSRF."""
+    from django.test import Client
+
+    run = _run(user, lines=1)
+    AsyncRun.objects.filter(pk=run.pk).update(status="exited", exit_code=0)  # ends at once
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(user)
+    refused = browser.post(f"{API}/async-runs/{run.pk}/kill")
+    assert_error(refused, 403, "csrf_failed")
+    browser.get("/admin/login/")  # a page with a form gives the browser its csrftoken cookie
+    token = browser.cookies["csrftoken"].value
+    answered = browser.post(f"{API}/async-runs/{run.pk}/kill", HTTP_X_CSRFTOKEN=token)
+    assert answered.status_code == 200 and answered.json()["status"] == "exited"
+    assert heard[RUN_KILL] == []  # an ended run: nothing to kill
 
 
 def test_starting_a_launch_needs_run_commands_and_a_cwd_inside_the_root(api, user, heard):

@@ -1,4 +1,4 @@
-"""Management commands: create_token, seed_demo, recover."""
+"""Management commands: create_token, seed_demo, recover, run_commands."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conversations.auth import token_authenticate, token_digest
+from conversations.grants import may_run_commands
 from conversations.models import ApiToken, Conversation, ConversationEvent, ToolCall
 from conversations.services.claims import claim_acquire
 
@@ -139,3 +141,96 @@ def test_health_and_readiness(client):
         "status": "ready",
         "checks": {"database": "ok", "migrations": "ok", "channelLayer": "ok"},
     }
+
+
+def test_run_commands_grants_and_revokes_by_username_idempotently(user, other_user):
+    assert not may_run_commands(user)
+    granted = _run("run_commands", "grant", user.username, other_user.username)
+    assert granted.splitlines() == [
+        f"Granted tools.run_commands to {user.username}.",
+        f"Granted tools.run_commands to {other_user.username}.",
+    ]
+    assert may_run_commands(_fresh(user)) and may_run_commands(_fresh(other_user))
+    again = _run("run_commands", "grant", user.username)
+    assert again == f"{user.username} already holds tools.run_commands: nothing changed.\n"
+    assert _run("run_commands", "list").splitlines() == sorted(
+        [f"{user.username}: direct", f"{other_user.username}: direct"]
+    )
+    revoked = _run("run_commands", "revoke", user.username)
+    assert revoked == f"Revoked tools.run_commands from {user.username}.\n"
+    assert not may_run_commands(_fresh(user)) and may_run_commands(_fresh(other_user))
+    again = _run("run_commands", "revoke", user.username)
+    assert (
+        again == f"{user.username} held no direct grant of tools.run_commands: nothing changed.\n"
+    )
+
+
+def test_run_commands_says_what_still_lets_a_user_run_commands(user):
+    group = Group.objects.create(name="operators")
+    group.permissions.add(Permission.objects.get(codename="run_commands"))
+    user.groups.add(group)
+    user.is_superuser = True
+    user.is_active = False
+    user.save()
+    output = _run("run_commands", "revoke", user.username)
+    assert output.splitlines()[-1] == (
+        f"{user.username} may still run commands (superuser, group operators): "
+        "change that in the admin."
+    )
+    assert (
+        _run("run_commands", "list") == f"{user.username}: superuser, group operators (inactive)\n"
+    )
+    granted = _run("run_commands", "grant", user.username)
+    assert "is inactive: it applies once the account is active again." in granted
+
+
+def test_run_commands_changes_nothing_when_a_user_is_unknown(user):
+    with pytest.raises(CommandError, match=r"No user named 'nobody', 'ghost': nothing changed"):
+        _run("run_commands", "grant", user.username, "nobody", "ghost")
+    assert not may_run_commands(_fresh(user))
+    with pytest.raises(CommandError, match="grant: give at least one USERNAME"):
+        _run("run_commands", "grant")
+    with pytest.raises(CommandError, match="list takes no USERNAME"):
+        _run("run_commands", "list", user.username)
+    assert _run("run_commands", "list").startswith("Nobody holds tools.run_commands.")
+
+
+def _fresh(user):
+    """The user read again: Django caches permissions on the object."""
+    return get_user_model().objects.get(pk=user.pk)
+
+
+def test_seed_demo_reset_replaces_the_demo_conversation_and_keeps_the_rest(settings):
+    """The README's walkthrough after a first run: the bash call was approved and ran. Without
+    ``--reset`` seed_demo keeps that conversation; with it, a fresh one waits for approval."""
+    from conversations.services.cancel import call_cancel
+    from conversations.storage import resolve_workspace
+
+    settings.DEBUG = True
+    _run("seed_demo", "--no-token")
+    demo = get_user_model().objects.get(username="demo")
+    first = Conversation.objects.get(owner=demo)
+    bash = ToolCall.objects.get(conversation=first, tool_name="bash")
+    call_cancel(call_id=bash.pk)  # settled, as after the walkthrough
+    notes = resolve_workspace(demo.pk, first.workspace) / "notes.md"
+    notes.write_text("changed during the walkthrough\n")
+    mine = new_conversation(demo)
+    assert f"Demo conversation: {first.pk}" in _run("seed_demo", "--no-token")
+    assert not ToolCall.objects.filter(pk=bash.pk).exists()  # idempotent: still settled
+
+    output = _run("seed_demo", "--no-token", "--reset")
+    assert "Reset: deleted 1 demo conversation(s)." in output
+    assert not Conversation.objects.filter(pk=first.pk).exists()
+    fresh = Conversation.objects.get(owner=demo, title=first.title)
+    assert f"Demo conversation: {fresh.pk}" in output and fresh.pk != first.pk
+    assert Conversation.objects.filter(pk=mine.pk).exists()  # not a demo: kept
+    states = sorted(ToolCall.objects.filter(conversation=fresh).values_list("state", flat=True))
+    assert states == ["awaiting_approval", "ready", "ready", "ready"]
+    assert (
+        (resolve_workspace(demo.pk, fresh.workspace) / "notes.md")
+        .read_text()
+        .startswith("# Demo project")
+    )
+    again = _run("seed_demo", "--no-token", "--reset")
+    assert "Reset: deleted 1 demo conversation(s)." in again
+    assert Conversation.objects.filter(owner=demo).count() == 2

@@ -336,9 +336,10 @@ def test_a_cancel_after_a_recorded_but_unapplied_resolution_drops_it(runner):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_recording_a_resolution_publishes_the_changed_row(runner, settings):
-    """Every change of an unfinished row is published: the recorded resolution, then the move
-    it led to, then the runner's (none for bash: it stays ready)."""
+def test_a_resolution_publishes_the_move_it_led_to_once(runner, settings):
+    """The call is published once, moved, with its resolution: recording the resolution does
+    not publish the awaiting row again first (it would repeat ``awaiting_approval``), and the
+    runner adds nothing (bash stays ready)."""
     import asyncio
 
     from asgiref.sync import async_to_sync
@@ -362,7 +363,4 @@ def test_recording_a_resolution_publishes_the_changed_row(runner, settings):
                 return got
 
     changed = [m["call"] for m in async_to_sync(drain)() if m["type"] == "tool_call.changed"]
-    assert [(c["state"], c["resolution"]) for c in changed] == [
-        ("awaiting_approval", ALLOW),
-        ("ready", ALLOW),
-    ]
+    assert [(c["state"], c["resolution"]) for c in changed] == [("ready", ALLOW)]

@@ -9,7 +9,8 @@ Nothing here touches the test process's own database: the tests speak HTTP and w
 
 A process that fails (a ``manage.py`` command, a daphne that does not start) raises with its
 stderr; the stderr of every daphne is printed when the site closes, so pytest shows it beside a
-failed test.
+failed test. A daphne's or worker's stdout goes to the same log as its stderr: both are
+everything the process wrote (logs go to stderr; nothing is expected on stdout).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class Daphne:
                     cwd=ROOT,
                     env=self.env,
                     stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,  # the access log
+                    stdout=stderr,  # all it writes in one log (nothing, normally)
                     stderr=stderr,
                 )
             if self._wait_healthy():
@@ -225,7 +226,7 @@ class ToolWorker(Daphne):
                 cwd=ROOT,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=stderr,
                 stderr=stderr,
             )
         return self

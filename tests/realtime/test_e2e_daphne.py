@@ -432,3 +432,33 @@ async def test_frames_up_to_1_mib_are_read_and_a_larger_one_closes_1009(e2e):
     assert (await receive(ws))["code"] == "unknown_type"  # read, refused, still open
     await ws.send("x" * (2 * 1024 * 1024))  # autobahn closes as soon as the header says so
     assert await closed_code(ws) == 1009
+
+
+async def test_each_move_of_a_call_is_announced_once_on_the_socket(e2e):
+    """A bash call posted and approved through REST: its subscriber gets one
+    ``tool_call.changed`` per state, ``supervising``, ``awaiting_approval``, ``ready`` (no
+    worker runs it), and no repeat of ``awaiting_approval`` when the approval is recorded."""
+    server = e2e.daphne()
+    rest = Rest(server.port, e2e.token)
+    cid = await asyncio.to_thread(rest.conversation_create)
+    turn_id = await asyncio.to_thread(rest.turn_open, cid)
+    ws = await ws_connect(server, e2e.token)
+    await subscribe(ws, cid, None)
+    assert (await receive(ws))["type"] == "snapshot"
+    block = {"type": "tool_call", "id": "p1", "name": "bash", "arguments": {"command": "true"}}
+    body = {"messageId": "a-1", "role": "assistant", "turnId": turn_id, "content": [block]}
+    posted = await asyncio.to_thread(rest.call, "POST", f"/conversations/{cid}/messages", body)
+    (call,) = posted["toolCalls"]
+    approval = {"requestId": "r1", "kind": "approval", "decision": "allow"}
+    path = f"/tool-calls/{call['id']}/resolution"
+    await asyncio.to_thread(rest.call, "POST", path, approval)
+    states = []
+    with contextlib.suppress(TimeoutError):
+        while True:  # until one second passes without a frame
+            frame = await receive(ws, timeout=1)
+            if frame["type"] == "tool_call.changed" and "call" in frame:
+                assert frame["call"]["id"] == call["id"]
+                states.append(frame["call"]["state"])
+    assert states == ["supervising", "awaiting_approval", "ready"]
+    await ws.close()
+    rest.close()

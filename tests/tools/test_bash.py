@@ -147,6 +147,22 @@ def test_a_background_run_is_paged_and_killed_by_the_model(user):
     assert notice.payload["status"] == "killed"
 
 
+def test_a_background_run_killed_through_the_api_is_answered_killed(user, api):
+    """``POST /async-runs/{id}/kill`` answers the run after the kill, not before it."""
+    script = "echo started; sleep 120"
+    with running_worker(handlers=HANDLERS):
+        _, _, call_id = model_call(user, "bash", {"command": script, "run_in_background": True})
+        run_id = wait_for(lambda: response_of(call_id))["asyncRunId"]
+        wait_for(lambda: b"started" in _output(run_id))
+        pgid = AsyncRun.objects.get(pk=run_id).pgid
+        answer = api.post_json(f"/api/v1/async-runs/{run_id}/kill")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["status"], body["signal"], body["exitCode"]) == ("killed", "SIGTERM", None)
+    assert body["finishedAt"] is not None
+    assert _group_gone(pgid)
+
+
 def _output(run_id) -> bytes:
     path = data_dir() / AsyncRun.objects.get(pk=run_id).folder / "output.txt"
     return path.read_bytes() if path.exists() else b""

@@ -10,15 +10,13 @@ from typing import Any
 
 from django.conf import settings
 
-from conversations.services.async_runs import async_run_kill
+from conversations.services.async_runs import KILL_POLL_SECONDS, KILL_WAIT_SECONDS, async_run_kill
 from conversations.storage import CAPTURE_MAX_BYTES, data_dir
 from projections.logpages import PageParamError, read_page
 from projections.process import page_where
 from tools.models import AsyncRun, ProcessStatus
 
 from .base import CallContext, HandlerResult, ToolError
-
-KILL_WAIT_SECONDS = 8.0  # SIGTERM, SIGKILL after 5 s, and the end recorded
 
 
 def _run_of(conversation_id: Any, run_id: str) -> AsyncRun:
@@ -84,7 +82,7 @@ async def async_bash_kill(ctx: CallContext) -> HandlerResult:
     deadline = time.monotonic() + KILL_WAIT_SECONDS
     status = ProcessStatus.RUNNING
     while status == ProcessStatus.RUNNING and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(KILL_POLL_SECONDS)
         status = await ctx.sync(_status_of, run.pk)
     text = (
         f"Killed async run {run.pk}."

@@ -171,7 +171,11 @@ class Worker:
         ]
         if connection.vendor == "postgresql":
             background.append(asyncio.create_task(self._listen_to_the_database()))
-        logger.info("worker started", extra={"worker": self.name})
+        logger.info(
+            "worker started, %d calls at once; SIGTERM stops it",
+            self.concurrency,
+            extra={"worker": self.name},
+        )
         retry = RETRY_SECONDS
         try:
             while not stop.is_set():

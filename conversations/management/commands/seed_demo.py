@@ -1,19 +1,21 @@
 """``seed_demo``: a demo user, a token and a conversation with something real in it. Idempotent.
 
 Each run leaves exactly one live demo token: it revokes the earlier ones (marked by their name)
-as it makes the new one. A password changed since seeding is kept and not printed.
+as it makes the new one. A password changed since seeding is kept and not printed. ``--reset``
+replaces the demo conversation with a fresh one (``make run`` passes it, so the README's
+walkthrough can be done again after every start); the user's other conversations stay.
 """
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from conversations.auth import token_create, token_revoke
+from conversations.grants import run_commands_grant
 from conversations.models import ApiToken, Conversation, ToolCall
 from conversations.services.claims import claim_acquire
-from conversations.services.conversations import conversation_create
+from conversations.services.conversations import conversation_create, conversation_delete
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import resolve_workspace
@@ -24,6 +26,9 @@ DEMO_TITLE = "Demo: calls the worker runs, and one awaiting approval"
 # The demo conversation of earlier releases: found again, not made twice.
 EARLIER_TITLES = ("Demo: a settled call and one awaiting approval",)
 DEMO_TOKEN_NAME = "demo (make run)"
+# One workspace for every demo conversation: a reset writes the demo's files again over the
+# previous ones instead of leaving a folder behind at each start.
+DEMO_WORKSPACE = "demo"
 
 
 class Command(BaseCommand):
@@ -32,6 +37,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument(
             "--no-token", action="store_true", help="Leave the demo token as it is."
+        )
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="Delete the demo conversation and make a fresh one (its calls not run yet).",
         )
         parser.add_argument(
             "--force",
@@ -53,12 +63,15 @@ class Command(BaseCommand):
             if created:
                 user.set_password(DEMO_PASSWORD)
                 user.save()
-            user.user_permissions.add(
-                Permission.objects.get(codename="run_commands", content_type__app_label="tools")
-            )
-        conversation = Conversation.objects.filter(
-            owner=user, title__in=(DEMO_TITLE, *EARLIER_TITLES)
-        ).first()
+            run_commands_grant(user=user)
+        demos = Conversation.objects.filter(owner=user, title__in=(DEMO_TITLE, *EARLIER_TITLES))
+        if options["reset"]:
+            deleted = 0
+            for conversation_id in list(demos.values_list("pk", flat=True)):
+                conversation_delete(conversation_id=conversation_id)
+                deleted += 1
+            self.stdout.write(f"Reset: deleted {deleted} demo conversation(s).")
+        conversation = demos.first()
         if conversation is None:
             conversation = self._conversation(user)
         if user.check_password(DEMO_PASSWORD):
@@ -86,7 +99,7 @@ class Command(BaseCommand):
         return revoked, secret
 
     def _conversation(self, user):
-        conversation = conversation_create(owner=user, title=DEMO_TITLE)
+        conversation = conversation_create(owner=user, title=DEMO_TITLE, workspace=DEMO_WORKSPACE)
         workspace = resolve_workspace(user.pk, conversation.workspace)
         for name, text in DEMO_FILES.items():
             path = workspace / name

@@ -40,5 +40,6 @@ class Command(BaseCommand):
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         worker = Worker(handlers=HANDLERS, concurrency=concurrency, name=name)
-        self.stdout.write(f"worker {worker.name}: {concurrency} at once; SIGTERM stops it")
+        # Its start is the log line "worker started" (JSON with DEBUG off, as every line a
+        # service writes), not text of its own on stdout.
         await worker.run(stop)
