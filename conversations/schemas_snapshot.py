@@ -10,6 +10,7 @@ from pydantic import Field, WithJsonSchema
 from .schemas import (
     CallState,
     ClaimOut,
+    CommandExitOut,
     ConversationOut,
     EventOut,
     In,
@@ -151,6 +152,11 @@ class HistoryMessageOut(Out):
 
 class HistoryToolOut(ToolStateOut):
     type: Literal["tool"]
+    exit: CommandExitOut | None = Field(
+        None,
+        description="How the call's command ended, beside its state (present only once it "
+        "ended); also in `GET /tool-calls/{id}/details`.",
+    )
 
 
 class HistoryPageOut(Out):
