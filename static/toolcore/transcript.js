@@ -119,6 +119,7 @@
         if (details.userProjection && cards.has(id) && !cards.get(id).response) {
           cards.get(id).setResponse({ userProjection: details.userProjection, outcome: details.outcome });
         }
+        if (details.outcome && cards.has(id)) cards.get(id).setExit(details.exit);
       })
       .catch(() => {})
       .finally(() => refetching.delete(id));
@@ -194,7 +195,10 @@
       } else {
         const state = Object.assign({}, item);
         delete state.type;
+        delete state.exit; // how its command ended: beside the state, not in it
         const card = mergeState(state);
+        // A settled card's page says how its command ended, or that it has no end (yet).
+        if (item.exit || (!card.exitKnown && fold.isFinal(card.state))) card.setExit(item.exit);
         const key = `c:${card.id}`;
         if (placed.has(key)) {
           nodes.push(card.el); // an unplaced snapshot card shown at the end moves to its place
@@ -282,6 +286,10 @@
       if (!card.state || !fold.isFinal(card.state)) setTimeout(() => {
         if (!card.state || !fold.isFinal(card.state)) refetch(event.toolCallId);
       }, 1000);
+    } else if (event.type === "async_bash_event") {
+      // The run a command became has ended: its card reads how (one details read).
+      const card = cards.get(event.payload && event.payload.toolCallId);
+      if (card) card.exitChanged();
     } else if (event.type === "turn_ended") {
       setOpenTurn(null);
       dropProvisional(event.turnId, false);
