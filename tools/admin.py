@@ -27,7 +27,7 @@ from conversations.admin import (
 from conversations.exits import exit_of, exit_text
 from conversations.models import ConversationEvent
 
-from .models import AsyncRun, Launch, LeftProcess, PermissionRule
+from .models import AsyncRun, Launch, LeftProcess, PermissionRule, ProcessStatus
 
 
 class RuleScopeFilter(admin.SimpleListFilter):
@@ -155,7 +155,7 @@ class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
         ended = exit_of(obj.tool_call_id)
         if ended is not None:
             return exit_text(ended)
-        return "— (still running)" if obj.status == "running" else "—"
+        return "— (still running)" if obj.status == ProcessStatus.RUNNING else "—"
 
     @admin.display(description="notice event")
     def notice_link(self, obj: AsyncRun) -> str:

@@ -13,7 +13,7 @@ from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolA
 from conversations.services.async_runs import async_run_finish
 from conversations.services.claims import claim_acquire
 from conversations.storage import absolute_from_data
-from tools.models import PermissionRule
+from tools.models import AsyncRun, PermissionRule
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import (
@@ -189,6 +189,9 @@ def test_a_background_commands_page_says_how_its_run_ended(conversation):
     assert band(client.get(call_page_url(call_id)))["exit"] == (
         f"Killed by SIGKILL (async run {run.pk})"
     )
+    # The run's own page says it the same way.
+    run_page = client.get(admin_url(AsyncRun, "change", run.pk)).content.decode()
+    assert "field-ended" in run_page and ">Killed by SIGKILL</div>" in run_page
 
 
 def test_a_call_that_ran_no_command_has_no_exit(conversation):
