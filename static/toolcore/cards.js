@@ -229,6 +229,20 @@
       this.render();
     }
 
+    /*
+     * Its final state arrived live (its response may come after it): a command that completed
+     * is read at once, so the card never shows a green success before its exit is known.
+     */
+    endedLive() {
+      const state = this.state || {};
+      const background = this.response && this.response.asyncRunId;
+      if (this.exitKnown || this.exit !== null || background) return;
+      if (isCommand(state.toolName) && state.status === "completed") {
+        this.exit = undefined;
+        this.render();
+      }
+    }
+
     /* Its command's end was just recorded (the async run it became ended): read it. */
     exitChanged() {
       this.exit = undefined;
@@ -422,7 +436,6 @@
         const run = details.exit.asyncRunId ? ` (async run ${details.exit.asyncRunId})` : "";
         node.append(h("p", { class: "exit" }, `Process${run}: `, h("strong", null, details.exit.summary)));
       }
-      if (details.outcome && "exit" in details) this.setExit(details.exit);
       if (Array.isArray(details.modelContent)) {
         const text = details.modelContent
           .map((block) => (block.type === "text" ? block.text : `[${block.type}]`))

@@ -115,11 +115,12 @@
         if (details.toolUpdate) {
           const card = mergeState(details.toolUpdate);
           placeLive(card);
+          // How its command ended is read by the card itself, in order with its other reads.
+          if (fold.isFinal(card.state)) card.endedLive();
         }
         if (details.userProjection && cards.has(id) && !cards.get(id).response) {
           cards.get(id).setResponse({ userProjection: details.userProjection, outcome: details.outcome });
         }
-        if (details.outcome && cards.has(id)) cards.get(id).setExit(details.exit);
       })
       .catch(() => {})
       .finally(() => refetching.delete(id));
@@ -146,6 +147,7 @@
     const target = cardFor(update.toolCallId);
     const follow = nearBottom();
     target.setState(next);
+    if (fold.isFinal(next)) target.endedLive();
     placeLive(target);
     if (follow) scrollToEnd();
   }
@@ -196,9 +198,10 @@
         const state = Object.assign({}, item);
         delete state.type;
         delete state.exit; // how its command ended: beside the state, not in it
-        const card = mergeState(state);
         // A settled card's page says how its command ended, or that it has no end (yet).
-        if (item.exit || (!card.exitKnown && fold.isFinal(card.state))) card.setExit(item.exit);
+        const held = cardFor(state.toolCallId);
+        if (item.exit || (!held.exitKnown && fold.isFinal(state))) held.setExit(item.exit);
+        const card = mergeState(state);
         const key = `c:${card.id}`;
         if (placed.has(key)) {
           nodes.push(card.el); // an unplaced snapshot card shown at the end moves to its place
