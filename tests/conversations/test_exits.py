@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, transaction
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conversations.exits import exit_of, exit_summary, exit_wire, exits_by_call
 from conversations.models import CommandExit
 from conversations.services.async_runs import async_run_finish
+from conversations.services.conversations import conversation_delete
 from tools.models import PermissionRule
 
 from .admin_helpers import background_command, calls, settle, settle_command
@@ -40,6 +43,25 @@ from .helpers import new_conversation
 def test_the_words_of_an_end(ended, words):
     ended = {"signal": None, "timed_out": False, "timeout_seconds": None, **ended}
     assert exit_summary(**ended) == words
+
+
+@given(
+    exit_code=st.one_of(st.none(), st.integers(min_value=0, max_value=255)),
+    signal=st.one_of(st.none(), st.sampled_from(["SIGKILL", "SIGTERM", "SIGSEGV"])),
+    timed_out=st.booleans(),
+    timeout_seconds=st.integers(min_value=1, max_value=86_400),
+)
+def test_one_end_one_reading(exit_code, signal, timed_out, timeout_seconds):
+    """A timeout wins over a signal, a signal over an exit code, whatever else is known."""
+    words = exit_summary(
+        exit_code=exit_code, signal=signal, timed_out=timed_out, timeout_seconds=timeout_seconds
+    )
+    if timed_out:
+        assert words == f"Timed out after {timeout_seconds} s"
+    elif signal:
+        assert words == f"Killed by {signal}"
+    else:
+        assert words == f"Exit {exit_code}"
 
 
 @pytest.fixture
@@ -147,3 +169,11 @@ def test_succeeded_is_derived_and_something_is_known(conversation):
             CommandExit.objects.create(
                 tool_call_id=call_id, conversation_id=conversation.pk, **fields
             )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_a_conversation_deletes_its_exits(conversation):
+    (call_id,) = calls(conversation, ("bash", {"command": "c"}))
+    settle_command(call_id, exit_code=3)
+    conversation_delete(conversation_id=conversation.pk)
+    assert not CommandExit.objects.filter(pk=call_id).exists()
