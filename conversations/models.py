@@ -386,6 +386,59 @@ class ToolActivity(TimeStamped):
         return f"activity {self.tool_call_id} rev {self.rev}"
 
 
+class CommandExit(models.Model):
+    """How a call's command ended: its exit code, the signal that killed it, or its timeout.
+
+    Written once, in the transaction that learns it: the settlement of a command that ran to its
+    end in the foreground, or the end of the async run a command became. The response event
+    keeps these only in its complete result (an asset), and its payload and the ``tool.updated``
+    state have fixed keys, so this row is what the cards, the API's details and the admin read
+    (``conversations/exits.py``). A run found ``lost`` has no row: how it ended is unknown.
+    """
+
+    # The call's id (no foreign key: its row is gone once it settled).
+    tool_call_id = models.UUIDField(primary_key=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="command_exits"
+    )
+    # The background run the command became (its end is the run's end); null in the foreground.
+    async_run_id = models.UUIDField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    signal = models.CharField(max_length=16, blank=True, default="")
+    timed_out = models.BooleanField(default=False)
+    timeout_seconds = models.FloatField(null=True, blank=True)
+    # Derived when written: exit 0, no signal, no timeout. The console lists the others.
+    succeeded = models.BooleanField()
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When the command ended.")
+
+    class Meta:
+        verbose_name = "command exit"
+        verbose_name_plural = "command exits"
+        ordering = ["-created_at"]
+        indexes = [
+            # The admin's list, newest first, whole or by success (the support console's
+            # non-zero exits of the last 24 hours).
+            models.Index(fields=["created_at"], name="exit_recent"),
+            models.Index(fields=["succeeded", "created_at"], name="exit_succeeded_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(succeeded=True, exit_code=0, signal="", timed_out=False)
+                    | (Q(succeeded=False) & ~Q(exit_code=0, signal="", timed_out=False))
+                ),
+                name="exit_succeeded_derived",
+            ),
+            models.CheckConstraint(
+                condition=Q(exit_code__isnull=False) | ~Q(signal="") | Q(timed_out=True),
+                name="exit_known",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"exit of {self.tool_call_id}"
+
+
 class ApiToken(models.Model):
     class Scope(models.TextChoices):
         HOST = "host"

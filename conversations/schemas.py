@@ -322,6 +322,22 @@ class AssetOut(Out):
     truncated: bool
 
 
+class CommandExitOut(Out):
+    """How a command ended (a `bash` call's process, or the async run it became). The call's
+    outcome stays `completed` whatever the exit: this says whether the command succeeded."""
+
+    exitCode: int | None = Field(description="Null when a signal ended it.")
+    signal: str | None = Field(description="The signal that killed it (`SIGKILL`), if one did.")
+    timedOut: bool = Field(description="Killed because it ran past its `timeout`.")
+    timeoutSeconds: float | None = Field(description="The timeout it ran past.")
+    asyncRunId: UUID | None = Field(description="The async run whose end this is, if any.")
+    succeeded: bool = Field(description="Exit code 0, no signal, no timeout.")
+    summary: str = Field(
+        description="In words, as the pages show it: `Exit 3`, `Killed by SIGKILL`, "
+        "`Timed out after 120 s`."
+    )
+
+
 class CallDetailsOut(Out):
     id: UUID
     state: CallState | None = Field(description="Null once settled.")
@@ -332,6 +348,10 @@ class CallDetailsOut(Out):
         description="The folded `tool.updated` state, with `rev`."
     )
     assets: list[AssetOut]
+    exit: CommandExitOut | None = Field(
+        description="How its command ended; null while it runs, for a command gone to the "
+        "background until its run ends, and for a call that runs no command."
+    )
 
 
 class LinesPageOut(Out):

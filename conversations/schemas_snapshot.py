@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from .schemas import ClaimOut, ConversationOut
+from .schemas import ClaimOut, CommandExitOut, ConversationOut
 from .schemas_cards import ToolStateOut
 from .schemas_common import CallState, In, Out
 from .schemas_events import (
@@ -95,6 +95,11 @@ class HistoryMessageOut(Out):
 
 class HistoryToolOut(ToolStateOut):
     type: Literal["tool"]
+    exit: CommandExitOut | None = Field(
+        None,
+        description="How the call's command ended, beside its state (present only once it "
+        "ended); also in `GET /tool-calls/{id}/details`.",
+    )
 
 
 class HistoryPageOut(Out):

@@ -18,6 +18,7 @@ from projections.frames import REPLAY_MAX_EVENTS, replay_page
 from tools.models import AsyncRun, Launch
 
 from .errors import CursorAhead, NotFound, ValidationFailed, found
+from .exits import exit_of, exit_wire
 from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
 from .services.activity import activity_state
 from .services.queue import queue_notices
@@ -208,10 +209,12 @@ def call_detail(user: Any, call_id: Any) -> dict[str, Any]:
 
 
 def call_details(user: Any, call_id: Any) -> dict[str, Any]:
-    """On demand: model and transcript projections, the ``tool.updated`` state and the assets."""
+    """On demand: model and transcript projections, the ``tool.updated`` state, the assets, and
+    how its command ended (``exit``, null while it runs or for a call that ran none)."""
     call, event = call_for(user, call_id)
     pk = call.pk if call is not None else event.tool_call_id  # type: ignore[union-attr]
     activity = ToolActivity.objects.filter(tool_call_id=pk).first()
+    ended = exit_of(pk) if call is None else None
     assets = Asset.objects.filter(tool_call_id=pk).order_by("created_at")
     payload = event.payload if event is not None else None
     return {
@@ -222,6 +225,7 @@ def call_details(user: Any, call_id: Any) -> dict[str, Any]:
         "userProjection": payload["userProjection"] if payload else None,
         "toolUpdate": activity_state(activity) if activity is not None else None,
         "assets": [asset_wire(a, str(absolute_from_data(a.path))) for a in assets],
+        "exit": exit_wire(ended) if ended is not None else None,
     }
 
 

@@ -27,6 +27,7 @@ from projections.units import clean_text
 from tools.models import AsyncRun, ProcessStatus
 
 from .errors import TurnNotOpen, ValidationFailed
+from .exits import exits_by_call
 from .models import Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
 from .selectors import conversation_for
 from .services import publish
@@ -207,8 +208,9 @@ def history_page(
     A card comes right after the event its call followed: a model call's after the assistant
     message that asked for it, a ``!command``'s after the last event before its turn began.
     Older cards than the payload budget reaches carry ``payloadOmitted`` (their payloads are
-    not read from the database). A page reads at most ``limit + 1`` cards and, in chunks, at
-    most one chunk of messages more than it holds, through indexes, whatever the size of the
+    not read from the database). A card whose command ended carries its ``exit``. A page reads
+    at most ``limit + 1`` cards (and their exits, in one query) and, in chunks, at most one
+    chunk of messages more than it holds, through indexes, whatever the size of the
     conversation.
     """
     if not 1 <= limit <= MAX_ITEMS:
@@ -233,7 +235,10 @@ def _history_records(
     activities = ToolActivity.objects.filter(conversation_id=conversation_id)
     if tool_bound is not None:
         activities = activities.filter(ordinal__lte=tool_bound)
-    tools = iter(_activity_rows(activities)[: limit + 1])
+    rows = list(_activity_rows(activities)[: limit + 1])
+    # How the cards' commands ended: not part of a ``tool.updated`` state, so beside it.
+    exits = exits_by_call(row["tool_call_id"] for row in rows)
+    tools = iter(rows)
     messages = _message_rows(conversation_id, message_bound)
     message, tool = next(messages, None), next(tools, None)
     while message is not None or tool is not None:
@@ -242,7 +247,9 @@ def _history_records(
             tool["ordinal"] if tool is not None else 0,
         )
         if tool is not None and (message is None or tool["after_sequence"] >= message.sequence):
-            yield {**_tool_record(tool, type="tool"), "cursor": cursor}
+            ended = exits.get(tool["tool_call_id"])
+            extra = {"type": "tool"} if ended is None else {"type": "tool", "exit": ended}
+            yield {**_tool_record(tool, **extra), "cursor": cursor}
             tool = next(tools, None)
         else:
             assert message is not None

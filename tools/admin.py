@@ -24,9 +24,10 @@ from conversations.admin import (
     link,
     link_to_call,
 )
+from conversations.exits import exit_of, exit_text
 from conversations.models import ConversationEvent
 
-from .models import AsyncRun, Launch, LeftProcess, PermissionRule
+from .models import AsyncRun, Launch, LeftProcess, PermissionRule, ProcessStatus
 
 
 class RuleScopeFilter(admin.SimpleListFilter):
@@ -128,6 +129,7 @@ class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "command",
         "cwd",
         *PROCESS_FIELDS,
+        "ended",
         "notice_link",
         "acknowledged",
         "created_at",
@@ -146,6 +148,14 @@ class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
     @admin.display(description="started by call")
     def call_link(self, obj: AsyncRun) -> str:
         return link_to_call(obj.tool_call_id)
+
+    @admin.display(description="ended")
+    def ended(self, obj: AsyncRun) -> str:
+        """As its call's card and page say it (a timeout is told from a kill here only)."""
+        ended = exit_of(obj.tool_call_id)
+        if ended is not None:
+            return exit_text(ended)
+        return "— (still running)" if obj.status == ProcessStatus.RUNNING else "—"
 
     @admin.display(description="notice event")
     def notice_link(self, obj: AsyncRun) -> str:

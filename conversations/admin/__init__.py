@@ -10,14 +10,14 @@ conversations are deleted through ``conversation_delete``. Times read with secon
 Modules: ``common`` (display helpers, the capped paginator, the read-only and exact-search
 mixins), ``times``, ``filters``, ``timeline``, ``console``, ``callpage``, ``operations``,
 ``conversations`` (conversations, turns), ``events`` (events, tool activities, assets),
-``calls`` (tool calls, execution claims), ``tokens`` (API tokens) and ``accounts`` (Django's
-users and groups, counted like the rest).
+``calls`` (tool calls, execution claims), ``exits`` (how commands ended), ``tokens`` (API
+tokens) and ``accounts`` (Django's users and groups, counted like the rest).
 """
 
 from django.contrib import admin
 
 # Importing the admin modules registers their ModelAdmins (Django autodiscovers this package).
-from . import accounts, calls, conversations, events, tokens
+from . import accounts, calls, conversations, events, exits, tokens
 from .common import (
     ExactSearchMixin,
     ReadOnlyAdmin,
@@ -47,6 +47,7 @@ __all__ = [
     "changelist_url",
     "conversations",
     "events",
+    "exits",
     "link",
     "link_to_call",
     "response_timeline",

@@ -17,7 +17,9 @@ from typing import Any
 from django.utils import timezone
 
 from tools.catalog import tool_spec
+from tools.models import AsyncRun, ProcessStatus
 
+from ..exits import exit_of, exit_text
 from ..grants import may_run_commands
 from ..models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from .common import as_uuid, call_subject, link, pretty
@@ -60,6 +62,10 @@ class Summary:
     duration: str
     duration_label: str
     resolved_by: str = DASH
+    # How its command ended (``Exit 3``), empty for a call that ran none; ``exit_succeeded``
+    # is None then, else whether it exited 0 without a signal or a timeout.
+    process: str = ""
+    exit_succeeded: bool | None = None
     claim: dict[str, Any] | None = None
     arguments: str = ""
     supervision: str = ""
@@ -158,11 +164,30 @@ def settled_generation(event: ConversationEvent) -> Any:
     return DASH
 
 
+def command_end(call_id: Any, async_run_id: Any) -> tuple[str, bool | None]:
+    """How a settled call's command ended, in words, and whether it succeeded; ``("", None)``
+    for a call that ran no command (or whose end was not recorded). A command gone to the
+    background says so until its run ends."""
+    ended = exit_of(call_id)
+    if ended is not None:
+        run = f" (async run {ended.async_run_id})" if ended.async_run_id else ""
+        return f"{exit_text(ended)}{run}", ended.succeeded
+    if not async_run_id:
+        return "", None
+    status = AsyncRun.objects.filter(pk=async_run_id).values_list("status", flat=True).first()
+    if status == ProcessStatus.RUNNING:
+        return f"— (running in the background as async run {async_run_id})", None
+    if status == ProcessStatus.LOST:
+        return f"unknown: async run {async_run_id} was lost", None
+    return "", None
+
+
 def settled_summary(event: ConversationEvent, *, viewer: Any) -> Summary:
     payload = event.payload if isinstance(event.payload, dict) else {}
     tool = str(payload.get("toolName", ""))
     created, started, finished, worker = _activity_times(event.tool_call_id)
     finished = finished or event.created_at
+    process, succeeded = command_end(event.tool_call_id, payload.get("asyncRunId"))
     return Summary(
         call_id=event.tool_call_id,
         tool=tool,
@@ -182,6 +207,8 @@ def settled_summary(event: ConversationEvent, *, viewer: Any) -> Summary:
         duration=duration_text(between(started, finished)) if started else DASH,
         duration_label="duration",
         resolved_by=payload.get("resolvedBy") or DASH,
+        process=process,
+        exit_succeeded=succeeded,
         arguments=pretty(payload.get("arguments")),
         supervision=pretty(payload.get("supervision")),
     )

@@ -1,12 +1,14 @@
 """The support console: what needs a person now, on the admin's first page.
 
-Five read-only sections, each at most ``CONSOLE_ROWS`` rows, each row linking to its call's
+Six read-only sections, each at most ``CONSOLE_ROWS`` rows, each row linking to its call's
 page, each section linking to the change list that holds all of it:
 
 - calls waiting on a human (approval or input), the longest waiting first;
 - calls ``ready`` for longer than ``READY_UNPICKED_SECONDS`` that no worker has picked up;
 - expired claims, the longest expired first;
 - calls settled ``failed`` or ``indeterminate`` in the last ``RECENT_FAILURES_HOURS`` hours;
+- commands that exited non-zero, were killed by a signal or timed out in the same hours (their
+  calls settled ``completed``: the command ran, and did not succeed);
 - async runs found ``lost`` (their watcher stopped), the newest first.
 
 A call's waiting time runs from the last change of its activity (``ToolActivity.updated_at``):
@@ -28,7 +30,15 @@ from django.utils import timezone
 from tools.catalog import tool_spec
 from tools.models import AsyncRun, ProcessStatus
 
-from ..models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall, json_text
+from ..exits import exit_text, unsuccessful_exits
+from ..models import (
+    CommandExit,
+    ConversationEvent,
+    ExecutionClaim,
+    ToolActivity,
+    ToolCall,
+    json_text,
+)
 from .common import call_url, changelist_url, cut, subject_text
 from .times import duration_text, when_html
 
@@ -214,6 +224,39 @@ def recent_failures(now: datetime) -> Section:
     )
 
 
+def unsuccessful_commands(now: datetime) -> Section:
+    """Commands of the last hours that exited non-zero, were killed by a signal or timed out,
+    newest first, through the index ``exit_succeeded_recent``. Their calls settled
+    ``completed`` (so "Failed" does not list them): a person reads the exit here."""
+    since = now - timedelta(hours=RECENT_FAILURES_HOURS)
+    ended, more = _limited(unsuccessful_exits(since))
+    rows = [
+        Row(
+            call_id=row.tool_call_id,
+            tool="bash",
+            status=exit_text(row),
+            subject=cut(row.command),
+            since=row.created_at,
+            age=duration_text(now - row.created_at),
+            conversation=str(row.conversation),
+            note=f"async run {row.async_run_id}" if row.async_run_id else "",
+        )
+        for row in ended
+    ]
+    return Section(
+        key="exits",
+        title=f"Non-zero exits, last {RECENT_FAILURES_HOURS} h",
+        empty=(
+            "No command exited non-zero, was killed or timed out in the last "
+            f"{RECENT_FAILURES_HOURS} hours."
+        ),
+        lists=[("all unsuccessful exits", changelist_url(CommandExit, succeeded__exact=0))],
+        since_label="ended at",
+        rows=rows,
+        more=more,
+    )
+
+
 def lost_runs(now: datetime) -> Section:
     queryset = (
         AsyncRun.objects.filter(status=ProcessStatus.LOST)
@@ -253,5 +296,6 @@ def support_console(now: datetime | None = None) -> list[Section]:
         ready_unpicked(now),
         expired_claims(now),
         recent_failures(now),
+        unsuccessful_commands(now),
         lost_runs(now),
     ]

@@ -39,6 +39,7 @@ from ..sql import vendor_sql
 from ..storage import CAPTURE_MEDIA_TYPE, capture_found, capture_snapshot, data_dir
 from . import publish
 from .events import event_append
+from .exits import command_exit_record
 from .queue import publish_queue_changed
 from .runners import RUN_KILL, announce
 from .settlement import AttemptFile, asset_row
@@ -215,6 +216,16 @@ def async_run_finish(
             for a in assets
         )
         AsyncRun.objects.filter(pk=run.pk).update(notice_sequence=event.sequence)
+        # How the command ended, for its call's card and the admin (nothing for a lost run).
+        command_exit_record(
+            tool_call_id=run.tool_call_id,
+            conversation_id=run.conversation_id,
+            exit_code=exit_code,
+            signal=signal,
+            timed_out=timed_out,
+            timeout_seconds=timeout_seconds,
+            async_run_id=run.pk,
+        )
         publish_queue_changed(run.conversation_id)
     return event
 

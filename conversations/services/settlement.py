@@ -50,6 +50,7 @@ from . import publish
 from .activity import activity_fold, fold_plan, status_update
 from .calls import publish_call_removed
 from .events import event_instance, publish_event
+from .exits import command_exit_record
 from .runners import REVOKED, announce
 from .transitions import settled_outcome
 from .turns import turn_close
@@ -365,7 +366,7 @@ def call_settle(
         payload["asyncRunId"] = str(async_run_id)  # a bash call promoted to the background
     try:
         with publish.atomic():
-            event = _commit(call, guard, payload, prepared, text, started_at)
+            event = _commit(call, guard, payload, prepared, text, started_at, process)
     except IntegrityError as exc:
         # The unique tool_call_id: another settlement won between our guard and insert.
         raise StaleClaim("The call has already settled.") from exc
@@ -388,8 +389,10 @@ def _commit(
     prepared: _Prepared,
     text: str | None,
     started_at: datetime | None = None,
+    process: dict[str, Any] | None = None,
 ) -> ConversationEvent:
-    """The settlement transaction's work, inside it."""
+    """The settlement transaction's work, inside it. ``process``: how a command that ran to
+    its end ended, recorded with the response (``command_exit_record``)."""
     now = timezone.now()
     started = {} if started_at is None else {"startedAt": iso(started_at)}
     update = status_update(
@@ -422,6 +425,15 @@ def _commit(
         created_at=now,
     )
     publish_event(event)
+    if process is not None:
+        command_exit_record(
+            tool_call_id=call.id,
+            conversation_id=call.conversation_id,
+            exit_code=process.get("exit_code"),
+            signal=process.get("signal"),
+            timed_out=bool(process.get("timed_out")),
+            timeout_seconds=process.get("timeout_seconds"),
+        )
     # The fold the write carried, or (not read, or moved meanwhile) again with the row locked.
     activity_fold(
         tool_call_id=call.id,

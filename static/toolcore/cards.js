@@ -16,6 +16,8 @@
   const PREVIEW_LINES = 6;
   const PREVIEW_LINE_CHARS = 400; // a very long line is cut on screen; Details has it whole
   const MESSAGE_TEXT_CHARS = 16384; // a message's text block shows this much at most
+  const EXIT_READ_TRIES = 3; // reads of how a command ended, when the server cannot answer
+  const EXIT_RETRY_MS = 3000;
 
   const STATUS = {
     pending: { label: "Pending", icon: "○" },
@@ -105,7 +107,39 @@
     return Object.entries(input).map(([k, v]) => `${k}: ${compactJson(v)}`);
   }
 
-  function badge(status, since) {
+  /*
+   * A completed command's badge says how it ended (`exit` of the details or history: the
+   * server's words): not green unless it exited 0. `undefined`: not known yet (being read),
+   * neutral meanwhile rather than a success that may turn out to be an `Exit 3`.
+   */
+  function exitBadge(exit) {
+    if (exit === undefined) {
+      return h(
+        "span",
+        { class: "badge badge-checking", title: "Completed: reading how the command ended…" },
+        h("span", { class: "badge-icon", "aria-hidden": "true" }, STATUS.completed.icon),
+        h("span", { class: "badge-label" }, STATUS.completed.label),
+      );
+    }
+    const background = exit.asyncRunId ? ` in the background (async run ${exit.asyncRunId})` : "";
+    if (exit.succeeded) {
+      return h(
+        "span",
+        { class: "badge badge-completed", title: `Completed: ${exit.summary}${background}.` },
+        h("span", { class: "badge-icon", "aria-hidden": "true" }, STATUS.completed.icon),
+        h("span", { class: "badge-label" }, STATUS.completed.label),
+      );
+    }
+    return h(
+      "span",
+      { class: "badge badge-exit", title: `The command ran${background} and did not succeed; the call's outcome is completed.` },
+      h("span", { class: "badge-icon", "aria-hidden": "true" }, "✕"),
+      h("span", { class: "badge-label" }, exit.summary),
+    );
+  }
+
+  function badge(status, since, exit) {
+    if (status === "completed" && exit !== null) return exitBadge(exit);
     const known = STATUS[status] || { label: status || "Unknown", icon: "·" };
     const node = h(
       "span",
@@ -138,6 +172,12 @@
       this.interactionKey = null;
       this.detailsOpen = false;
       this.askedResponse = false;
+      // How its command ended (`exit` of details or history): undefined while not known,
+      // null when there is none (not a command, or its run goes on in the background).
+      this.exit = null;
+      this.exitKnown = false; // said by history or details (null included)
+      this.exitAsked = 0; // numbers the reads of it, so an older answer never wins
+      this.readingExit = 0; // the read on its way, if any
       this.el = h("article", { class: "card", "data-call-id": id, "aria-labelledby": `card-${this.n}-name` });
       this.parts = {
         head: h("header", { class: "card-head" }),
@@ -168,6 +208,9 @@
 
     setResponse(payload) {
       this.response = payload;
+      if (!this.exitKnown && isCommand(payload.toolName) && payload.outcome === "completed" && !payload.asyncRunId) {
+        this.exit = undefined; // it ran to its end in the foreground: read how (readExit)
+      }
       if (payload.resolution && payload.interaction) {
         this.record = {
           interaction: payload.interaction,
@@ -175,6 +218,38 @@
           resolvedBy: payload.resolvedBy,
         };
       }
+      this.render();
+    }
+
+    /* How its command ended, as the server says it (history, details); null: none. */
+    setExit(exit) {
+      this.exit = exit || null;
+      this.exitKnown = true;
+      this.exitAsked += 1; // an answer still on its way is older than this
+      this.readingExit = 0;
+      this.render();
+    }
+
+    /*
+     * Its final state arrived live (its response may come after it): a command that completed
+     * is read at once, so the card never shows a green success before its exit is known.
+     */
+    endedLive() {
+      const state = this.state || {};
+      const background = this.response && this.response.asyncRunId;
+      if (this.exitKnown || this.exit !== null || background) return;
+      if (isCommand(state.toolName) && state.status === "completed") {
+        this.exit = undefined;
+        this.render();
+      }
+    }
+
+    /* Its command's end was just recorded (the async run it became ended): read it. */
+    exitChanged() {
+      this.exit = undefined;
+      this.exitKnown = false;
+      this.exitAsked += 1;
+      this.readingExit = 0;
       this.render();
     }
 
@@ -192,14 +267,17 @@
       this.renderPreview(state);
       this.renderMeta(state);
       this.el.dataset.status = this.state ? state.status || "pending" : "streaming";
+      if (this.exit) this.el.dataset.exit = this.exit.succeeded ? "succeeded" : "unsuccessful";
+      else delete this.el.dataset.exit;
       if (this.wantsResponse()) this.ctx.wantResponse(this);
+      if (this.exit === undefined && !this.readingExit) this.readExit();
     }
 
     renderHead(state) {
       const name = state.toolName || (this.streamed && this.streamed.name) || "tool";
       T.append(clear(this.parts.head), [
         h("h3", { class: "tool-name", id: `card-${this.n}-name` }, name),
-        badge(this.state ? state.status : "pending", state.startedAt),
+        badge(this.state ? state.status : "pending", state.startedAt, this.exit),
         state.title && state.title !== name ? h("span", { class: "card-title" }, state.title) : null,
       ]);
     }
@@ -311,6 +389,26 @@
       this.ctx.response(this.id).then((payload) => payload && this.setResponse(payload), () => {});
     }
 
+    /*
+     * How its command ended is not in the response nor in the card's state (their keys are
+     * fixed): one details read per command that ended while the page watched it. The page has
+     * it in history for the others.
+     */
+    readExit(tries = EXIT_READ_TRIES) {
+      const asked = ++this.exitAsked;
+      this.readingExit = asked;
+      this.ctx.details(this.id).then(
+        (details) => {
+          if (asked === this.exitAsked) this.setExit(details.exit);
+        },
+        () => {
+          if (asked !== this.exitAsked) return;
+          if (tries > 1) setTimeout(() => asked === this.exitAsked && this.readExit(tries - 1), EXIT_RETRY_MS);
+          else this.setExit(null); // unreadable: the plain outcome, as before the exit was known
+        },
+      );
+    }
+
     // --- details, on demand ----------------------------------------------------------------------
 
     toggleDetails() {
@@ -335,6 +433,10 @@
       if (details.toolUpdate) this.ctx.merge(details.toolUpdate);
       const outcome = details.outcome || details.state;
       node.append(h("h4", null, "Details"), h("p", null, `${details.outcome ? "Outcome" : "State"}: `, h("strong", null, outcome || "unknown")));
+      if (details.exit) {
+        const run = details.exit.asyncRunId ? ` (async run ${details.exit.asyncRunId})` : "";
+        node.append(h("p", { class: "exit" }, `Process${run}: `, h("strong", null, details.exit.summary)));
+      }
       if (Array.isArray(details.modelContent)) {
         const text = details.modelContent
           .map((block) => (block.type === "text" ? block.text : `[${block.type}]`))
@@ -366,6 +468,11 @@
         node.append(list);
       }
     }
+  }
+
+  /* A call that runs a command: its card says how the command ended. */
+  function isCommand(toolName) {
+    return toolName === "bash";
   }
 
   /* A message of the transcript: its text blocks (tool calls have their own cards); null for

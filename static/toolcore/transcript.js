@@ -115,6 +115,8 @@
         if (details.toolUpdate) {
           const card = mergeState(details.toolUpdate);
           placeLive(card);
+          // How its command ended is read by the card itself, in order with its other reads.
+          if (fold.isFinal(card.state)) card.endedLive();
         }
         if (details.userProjection && cards.has(id) && !cards.get(id).response) {
           cards.get(id).setResponse({ userProjection: details.userProjection, outcome: details.outcome });
@@ -145,6 +147,7 @@
     const target = cardFor(update.toolCallId);
     const follow = nearBottom();
     target.setState(next);
+    if (fold.isFinal(next)) target.endedLive();
     placeLive(target);
     if (follow) scrollToEnd();
   }
@@ -194,6 +197,10 @@
       } else {
         const state = Object.assign({}, item);
         delete state.type;
+        delete state.exit; // how its command ended: beside the state, not in it
+        // A settled card's page says how its command ended, or that it has no end (yet).
+        const held = cardFor(state.toolCallId);
+        if (item.exit || (!held.exitKnown && fold.isFinal(state))) held.setExit(item.exit);
         const card = mergeState(state);
         const key = `c:${card.id}`;
         if (placed.has(key)) {
@@ -282,6 +289,10 @@
       if (!card.state || !fold.isFinal(card.state)) setTimeout(() => {
         if (!card.state || !fold.isFinal(card.state)) refetch(event.toolCallId);
       }, 1000);
+    } else if (event.type === "async_bash_event") {
+      // The run a command became has ended: its card reads how (one details read).
+      const card = cards.get(event.payload && event.payload.toolCallId);
+      if (card) card.exitChanged();
     } else if (event.type === "turn_ended") {
       setOpenTurn(null);
       dropProvisional(event.turnId, false);

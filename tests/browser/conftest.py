@@ -3,12 +3,14 @@
 Marked ``browser``. Where ``/usr/bin/chromium`` is missing they are skipped, and the run says
 so at its end; ``.ci/run`` installs Chromium with apt, so CI always runs them. Playwright's own
 browser downloads are never used (``playwright install`` is not needed). Screenshots go to
-``test-output/screenshots/`` (``TOOLCORE_TEST_OUTPUT`` moves ``test-output``).
+``test-output/screenshots/`` (``TOOLCORE_TEST_OUTPUT`` moves ``test-output``); the README's
+images are made by ``test_command_exits.py`` with ``TOOLCORE_README_IMAGES=1``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +34,7 @@ CHROMIUM_ARGS = [
 TIMEOUT_MS = 15_000
 OUTPUT = Path(os.environ.get("TOOLCORE_TEST_OUTPUT") or ROOT / "test-output")
 SCREENSHOTS = OUTPUT / "screenshots"
+README_IMAGES = ROOT / "docs" / "img"
 
 
 def chromium_present() -> bool:
@@ -92,11 +95,20 @@ def chromium() -> Iterator:
         playwright.stop()
 
 
-def screenshot(page, name: str) -> Path:
-    """A full-page screenshot into the test output folder; its path."""
+def screenshot(page, name: str, *, full_page: bool = True) -> Path:
+    """A screenshot (of the whole page by default) into the test output folder; its path."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def readme_image(page, name: str, *, full_page: bool = True) -> Path:
+    """A screenshot the README shows: into the test output as ``readme-<name>.png``, and over
+    ``docs/img/<name>.png`` when ``TOOLCORE_README_IMAGES=1`` (how those are made again)."""
+    path = screenshot(page, f"readme-{name}", full_page=full_page)
+    if os.environ.get("TOOLCORE_README_IMAGES") == "1":
+        shutil.copyfile(path, README_IMAGES / f"{name}.png")
     return path
 
 

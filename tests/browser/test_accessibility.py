@@ -36,6 +36,9 @@ SAMPLES = """(statuses) => {
   box.id = "contrast-samples";
   const add = (html) => { const d = document.createElement("div"); d.innerHTML = html; box.append(d); };
   for (const s of statuses) add(`<span class="badge badge-${s}" data-sample="badge-${s}"><span class="badge-icon">·</span><span class="badge-label">${s}</span></span>`);
+  // A command's end on a completed card (not a status of its own): not succeeded, and being read.
+  add('<span class="badge badge-exit" data-sample="badge-exit"><span class="badge-icon">✕</span><span class="badge-label">Exit 3</span></span>');
+  add('<span class="badge badge-checking" data-sample="badge-checking"><span class="badge-icon">✓</span><span class="badge-label">Completed</span></span>');
   add('<p class="muted" data-sample="muted">muted</p>');
   add('<a href="#" data-sample="link">link</a>');
   add('<button class="primary" data-sample="primary">primary</button>');
@@ -78,7 +81,7 @@ SAMPLES = """(statuses) => {
   out.body = Math.round(ratio(rgb(getComputedStyle(body).color), background(body)) * 100) / 100;
   const focus = rgb(getComputedStyle(document.documentElement).getPropertyValue("--focus").trim().replace(/^#(..)(..)(..)$/, (_, r, g, b) => `rgb(${parseInt(r, 16)}, ${parseInt(g, 16)}, ${parseInt(b, 16)})`));
   out.focus = Math.round(ratio(focus, background(body)) * 100) / 100;
-  const badges = [...box.querySelectorAll(".badge")].map((n) => getComputedStyle(n).color + "/" + getComputedStyle(n).backgroundColor);
+  const badges = [...box.querySelectorAll(".badge[data-sample^='badge-']")].filter((n) => !["badge-exit", "badge-checking"].includes(n.dataset.sample)).map((n) => getComputedStyle(n).color + "/" + getComputedStyle(n).backgroundColor);
   box.remove();
   return { ratios: out, badges };
 }"""

@@ -18,7 +18,7 @@ from conversations.models import ConversationEvent, ToolActivity, ToolCall
 from conversations.services.async_runs import async_run_start, async_runs_lost
 from conversations.services.claims import claim_acquire
 from conversations.services.settlement import ClaimGuard, call_settle
-from conversations.storage import attempt_relative
+from conversations.storage import attempt_dir, attempt_relative
 from tools.models import AsyncRun
 
 from ..factories import UserFactory
@@ -98,6 +98,69 @@ def settle(
         guard=ClaimGuard(claim.token, claim.generation),
         **kwargs,
     )
+
+
+def settle_command(
+    call_id,
+    *,
+    exit_code: int | None = 0,
+    signal: str | None = None,
+    timed_out: bool = False,
+    timeout_seconds: float | None = None,
+    output: str = "ran\n",
+) -> ConversationEvent:
+    """Claim a ready ``bash`` call and settle it as its handler does once the command ended:
+    its captured ``output.txt`` in the attempt's folder, and how the process ended."""
+    claim = claim_acquire(call_id=call_id, worker="w")
+    assert claim is not None
+    call = ToolCall.objects.get(pk=call_id)
+    folder = attempt_dir(call.conversation_id, call_id, claim.generation)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "output.txt").write_text(output)
+    process = {
+        "exit_code": exit_code,
+        "signal": signal,
+        "timed_out": timed_out,
+        "timeout_seconds": timeout_seconds,
+        "not_stored_bytes": 0,
+    }
+    result = {"exitCode": exit_code, "signal": signal, "timedOut": timed_out}
+    return call_settle(
+        call_id=call_id,
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        result=result,
+        process=process,
+    )
+
+
+def background_command(conversation, call_id) -> AsyncRun:
+    """Claim a ready ``bash`` call and settle it as a promotion to the background does: an
+    async run (its capture files empty so far) and the response that names it."""
+    claim = claim_acquire(call_id=call_id, worker="w")
+    assert claim is not None
+    folder = attempt_relative(conversation.pk, call_id, claim.generation)
+    attempt_dir(conversation.pk, call_id, claim.generation).mkdir(parents=True, exist_ok=True)
+    run = async_run_start(
+        run_id=uuid.uuid4(),
+        conversation_id=conversation.pk,
+        tool_call_id=call_id,
+        command="make watch",
+        cwd="/ws",
+        folder=folder,
+        host="h1",
+        pid=4242,
+        pgid=4242,
+        process_start=123,
+    )
+    call_settle(
+        call_id=call_id,
+        outcome="completed",
+        guard=ClaimGuard(claim.token, claim.generation),
+        text=f"Running in background as async run {run.pk}.",
+        async_run_id=run.pk,
+    )
+    return run
 
 
 def state_of(call_id) -> str:

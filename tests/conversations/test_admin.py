@@ -21,6 +21,7 @@ from conversations.auth import token_create
 from conversations.models import (
     ApiToken,
     Asset,
+    CommandExit,
     Conversation,
     ConversationEvent,
     ExecutionClaim,
@@ -30,6 +31,7 @@ from conversations.models import (
 )
 from conversations.services.claims import claim_acquire
 from conversations.services.conversations import conversation_create
+from conversations.services.exits import command_exit_record
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data
@@ -181,6 +183,15 @@ def object_of(world: World, model) -> Any:
         PermissionRule: world.rule,
         AsyncRun: world.run,
         Launch: world.launch,
+        CommandExit: CommandExit.objects.filter(pk=world.settled_id).first()
+        or command_exit_record(
+            tool_call_id=world.settled_id,
+            conversation_id=world.conversation.pk,
+            exit_code=3,
+            signal=None,
+            timed_out=False,
+            timeout_seconds=None,
+        ),
         LeftProcess: LeftProcess.objects.get_or_create(
             host="host-b", pgid=4242, process_start=123456, label=f"call {world.running_id}"
         )[0],
@@ -188,6 +199,7 @@ def object_of(world: World, model) -> Any:
 
 
 REGISTERED = [
+    CommandExit,
     Conversation,
     Turn,
     ConversationEvent,

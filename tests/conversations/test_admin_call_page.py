@@ -10,14 +10,16 @@ import pytest
 from django.test import Client
 
 from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from conversations.services.async_runs import async_run_finish
 from conversations.services.claims import claim_acquire
 from conversations.storage import absolute_from_data
-from tools.models import PermissionRule
+from tools.models import AsyncRun, PermissionRule
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import (
     WHEN,
     admin_url,
+    background_command,
     call_page_url,
     calls,
     client_of,
@@ -27,6 +29,7 @@ from .admin_helpers import (
     outcome_of,
     sent_messages,
     settle,
+    settle_command,
     staff_with,
     state_of,
 )
@@ -172,6 +175,64 @@ def test_a_settled_calls_page_from_the_same_url(conversation):
         assert marker in text
     asset = Asset.objects.get(event=response, kind="payload")
     assert asset.sha256 in text and "verify digest" in text
+
+
+@pytest.mark.parametrize(
+    ("ended", "shown"),
+    [
+        ({"exit_code": 3}, "Exit 3"),
+        ({"exit_code": None, "signal": "SIGKILL"}, "Killed by SIGKILL"),
+        (
+            {"exit_code": None, "signal": "SIGTERM", "timed_out": True, "timeout_seconds": 120},
+            "Timed out after 120 s",
+        ),
+    ],
+)
+def test_a_commands_page_says_how_it_ended(conversation, ended, shown):
+    """The outcome stays ``completed`` (the command ran to its end); the band says how it
+    ended, and its heading too, since it did not succeed."""
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    (call_id,) = calls(conversation, ("bash", {"command": "pytest -x"}))
+    settle_command(call_id, **ended)
+    page = client_of(StaffFactory()).get(call_page_url(call_id))
+    fields = band(page)
+    assert fields["outcome"] == "completed"
+    assert fields["exit"] == shown
+    text = page.content.decode()
+    assert f"Settled: completed · {shown}</h2>" in text
+    assert 'id="call-exit" class="exit-unsuccessful"' in text
+
+
+def test_a_command_that_exited_0_says_so_quietly(conversation):
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    (call_id,) = calls(conversation, ("bash", {"command": "true"}))
+    settle_command(call_id, exit_code=0)
+    page = client_of(StaffFactory()).get(call_page_url(call_id))
+    assert band(page)["exit"] == "Exit 0"
+    text = page.content.decode()
+    assert "Settled: completed</h2>" in text and 'class="exit-unsuccessful"' not in text
+
+
+def test_a_background_commands_page_says_how_its_run_ended(conversation):
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    (call_id,) = calls(conversation, ("bash", {"command": "make watch"}))
+    run = background_command(conversation, call_id)
+    client = client_of(StaffFactory())
+    running = band(client.get(call_page_url(call_id)))["exit"]
+    assert running == f"— (running in the background as async run {run.pk})"
+    async_run_finish(run_id=run.pk, status="killed", exit_code=None, signal="SIGKILL")
+    assert band(client.get(call_page_url(call_id)))["exit"] == (
+        f"Killed by SIGKILL (async run {run.pk})"
+    )
+    # The run's own page says it the same way.
+    run_page = client.get(admin_url(AsyncRun, "change", run.pk)).content.decode()
+    assert "field-ended" in run_page and ">Killed by SIGKILL</div>" in run_page
+
+
+def test_a_call_that_ran_no_command_has_no_exit(conversation):
+    (call_id,) = calls(conversation, ("exporter", {"command": "export --all"}))
+    settle(call_id)
+    assert "exit" not in band(client_of(StaffFactory()).get(call_page_url(call_id)))
 
 
 def test_a_call_that_never_ran_says_so(awaiting):

@@ -11,19 +11,22 @@ from django.utils import timezone
 from django.utils.html import strip_tags
 
 from conversations.admin.console import CONSOLE_ROWS, support_console
-from conversations.models import ConversationEvent, ExecutionClaim, ToolCall
+from conversations.models import CommandExit, ConversationEvent, ExecutionClaim, ToolCall
+from conversations.services.async_runs import async_run_finish
 from conversations.services.claims import claim_acquire
-from tools.models import AsyncRun
+from tools.models import AsyncRun, PermissionRule
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import (
     WHEN,
     age,
+    background_command,
     call_page_url,
     calls,
     client_of,
     lost_run,
     settle,
+    settle_command,
     state_of,
 )
 from .helpers import expire_claim, new_conversation
@@ -68,6 +71,23 @@ def scene():
     )
     settle(with_run)
     run = lost_run(conversation, with_run)
+    # Commands that ran to their end (settled completed), and how they ended.
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    exit_3, exit_0, killed, old_exit, in_background = calls(
+        conversation,
+        ("bash", {"command": "pytest -x"}),
+        ("bash", {"command": "true"}),
+        ("bash", {"command": "make serve"}),
+        ("bash", {"command": "false"}),
+        ("bash", {"command": "make watch"}),
+    )
+    settle_command(exit_3, exit_code=3)
+    settle_command(exit_0, exit_code=0)
+    settle_command(killed, exit_code=None, signal="SIGKILL")
+    settle_command(old_exit, exit_code=1)
+    CommandExit.objects.filter(pk=old_exit).update(created_at=timezone.now() - timedelta(hours=25))
+    background = background_command(conversation, in_background)
+    async_run_finish(run_id=background.pk, status="exited", exit_code=4, signal=None)
     return SimpleNamespace(**{k: v for k, v in locals().items() if k != "owner"}, owner=owner)
 
 
@@ -81,7 +101,14 @@ def ids(sec) -> list[str]:
 
 def test_each_section_lists_its_calls_in_order(scene):
     sections = support_console()
-    assert [s.key for s in sections] == ["waiting", "ready", "expired", "failures", "lost"]
+    assert [s.key for s in sections] == [
+        "waiting",
+        "ready",
+        "expired",
+        "failures",
+        "exits",
+        "lost",
+    ]
     # The longest waiting first, approvals and input requests together.
     assert ids(section(sections, "waiting")) == [
         scene.old_approval,
@@ -109,6 +136,13 @@ def test_each_section_lists_its_calls_in_order(scene):
     assert ids(failures) == [scene.indeterminate, scene.failed]
     assert [row.status for row in failures.rows] == ["indeterminate", "failed"]
     assert failures.rows[0].tool == "exporter" and failures.rows[0].subject == "export 1"
+    # Commands that did not succeed, newest first: completed calls, so not under "failures".
+    exits = section(sections, "exits")
+    assert ids(exits) == [scene.in_background, scene.killed, scene.exit_3]
+    assert [row.status for row in exits.rows] == ["Exit 4", "Killed by SIGKILL", "Exit 3"]
+    assert exits.rows[2].tool == "bash" and exits.rows[2].subject == "pytest -x"
+    assert exits.rows[0].note == f"async run {scene.background.pk}"
+    assert not {scene.exit_3, scene.killed, scene.in_background} & set(ids(failures))
     lost = section(sections, "lost")
     assert ids(lost) == [scene.with_run]
     assert lost.rows[0].note == f"async run {scene.run.pk} on elsewhere"
@@ -135,6 +169,7 @@ def test_the_console_is_the_admins_first_page(scene):
         "Ready, not picked up for over 60 s (1)",
         "Expired claims (1)",
         "Failed and indeterminate, last 24 h (2)",
+        "Non-zero exits, last 24 h (3)",
         "Lost async runs (1)",
     ):
         assert title in text
@@ -142,6 +177,10 @@ def test_the_console_is_the_admins_first_page(scene):
         assert f'href="{call_page_url(call_id)}"' in text
     assert "/admin/conversations/toolcall/?state__in=awaiting_approval%2Cawaiting_input" in text
     assert "/admin/conversations/conversationevent/?outcome=indeterminate" in text
+    assert "/admin/conversations/commandexit/?succeeded__exact=0" in text
+    exits = text[text.index('id="console-exits"') : text.index('id="console-lost"')]
+    assert f'href="{call_page_url(scene.exit_3)}"' in exits and "Exit 3" in exits
+    assert call_page_url(scene.exit_0) not in exits
     assert WHEN.search(text)
     assert "Tool calls" in text  # the models' list follows
 
@@ -159,6 +198,7 @@ def test_empty_sections_say_so():
     page = client_of(StaffFactory()).get("/admin/").content.decode()
     assert "No call waits for an approval or an answer." in page
     assert "No claim has expired." in page
+    assert "No command exited non-zero, was killed or timed out in the last 24 hours." in page
 
 
 def test_a_section_shows_at_most_its_rows_and_says_there_are_more(django_assert_max_num_queries):

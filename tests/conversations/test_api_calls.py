@@ -17,6 +17,7 @@ from conversations.services.claims import claim_acquire
 from conversations.services.settlement import ClaimGuard, call_settle
 from tools.models import PermissionRule
 
+from .admin_helpers import settle_command
 from .api_helpers import (
     API,
     ISO_MS,
@@ -108,6 +109,43 @@ def test_call_details_shape(api, user):
     assert asset["sha256"] == row.sha256 and asset["truncated"] is False
     path = Path(asset["path"])
     assert path.is_absolute() and path.read_bytes() == b'{"answer":42}'
+
+
+@pytest.mark.django_db
+def test_call_details_say_how_a_command_ended(api, user):
+    """``exit``: how a ``bash`` call's command ended, read from what its settlement recorded;
+    the outcome stays ``completed``. Null while unfinished and for a call that ran none."""
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    failing, killed, host = assistant_calls(
+        conversation,
+        turn_id,
+        ("bash", {"command": "exit 3"}),
+        ("bash", {"command": "kill -9 $$"}),
+        ("notes", {"q": "x"}),
+    ).call_ids
+    assert api.get(f"{API}/tool-calls/{failing}/details").json()["exit"] is None
+    settle_command(failing, exit_code=3)
+    settle_command(killed, exit_code=None, signal="SIGKILL")
+    settle_host(host, result={"answer": 42}, text="forty-two")
+    details = api.get(f"{API}/tool-calls/{failing}/details").json()
+    assert details["outcome"] == "completed"
+    assert details["exit"] == {
+        "exitCode": 3,
+        "signal": None,
+        "timedOut": False,
+        "timeoutSeconds": None,
+        "asyncRunId": None,
+        "succeeded": False,
+        "summary": "Exit 3",
+    }
+    signalled = api.get(f"{API}/tool-calls/{killed}/details").json()["exit"]
+    assert signalled["summary"] == "Killed by SIGKILL" and signalled["exitCode"] is None
+    assert api.get(f"{API}/tool-calls/{host}/details").json()["exit"] is None
+    # The durable response keeps its documented keys: nothing about the exit was added.
+    payload = ConversationEvent.objects.get(tool_call_id=failing).payload
+    assert "exit" not in payload and "exitCode" not in json.dumps(payload)
 
 
 @pytest.mark.django_db

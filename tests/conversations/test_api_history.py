@@ -20,7 +20,9 @@ from conversations.services.messages import command_post
 from conversations.snapshots import _cursor_encode, history_page
 from projections.frames import FRAME_BUDGET_BYTES, PAYLOAD_BUDGET_BYTES
 from projections.tool_output import bound_tool_output
+from tools.models import PermissionRule
 
+from .admin_helpers import settle_command
 from .api_helpers import (
     API,
     assert_error,
@@ -395,3 +397,27 @@ def _plan(sql: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"{explain} {sql}")
         return " ".join(str(row[-1]) for row in cursor.fetchall())
+
+
+@pytest.mark.django_db
+def test_a_commands_card_carries_how_it_ended(api, user):
+    """A history card of a command that ended holds its ``exit`` beside its state (the state's
+    keys are fixed); other cards have none."""
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    failing, passing, running = assistant_calls(
+        conversation,
+        turn_id,
+        ("bash", {"command": "exit 3"}),
+        ("bash", {"command": "true"}),
+        ("bash", {"command": "sleep 60"}),
+    ).call_ids
+    settle_command(failing, exit_code=3)
+    settle_command(passing, exit_code=0)
+    cards = {i["toolCallId"]: i for i in _page(api, conversation)["items"] if i["type"] == "tool"}
+    assert cards[str(failing)]["exit"]["summary"] == "Exit 3"
+    assert cards[str(failing)]["exit"]["succeeded"] is False
+    assert cards[str(failing)]["status"] == "completed"
+    assert cards[str(passing)]["exit"]["succeeded"] is True
+    assert "exit" not in cards[str(running)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
@@ -71,6 +72,83 @@ def test_existing_cards_follow_the_last_event_created_before_them():
         Activity = apps.get_model("conversations", "ToolActivity")
         placed = dict(Activity.objects.values_list("tool_call_id", "after_sequence"))
         assert [placed[c] for c in cards] == [2, 2, 4]
+    finally:
+        apps = _migrate_to_latest()
+        apps.get_model("conversations", "Conversation").objects.all().delete()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_commands_settled_before_0008_get_their_exit(settings):
+    """A foreground command's end from its result.json, an ended async run's from its row; a
+    lost run, a result that cannot be read and another tool's result give none."""
+    apps = _migrate([("conversations", "0006_activity_worker"), ("tools", "0004_admin_indexes")])
+    try:
+        User = apps.get_model("auth", "User")
+        Conversation = apps.get_model("conversations", "Conversation")
+        Event = apps.get_model("conversations", "ConversationEvent")
+        Asset = apps.get_model("conversations", "Asset")
+        AsyncRun = apps.get_model("tools", "AsyncRun")
+        owner = User.objects.create(username="older")
+        conversation = Conversation.objects.create(owner=owner, workspace="w", last_sequence=0)
+        sequence = iter(range(1, 100))
+
+        def response(tool: str, result: dict | None, **payload) -> uuid.UUID:
+            call_id = uuid.uuid4()
+            event = Event.objects.create(
+                conversation=conversation,
+                sequence=next(sequence),
+                type="tool_call_response",
+                tool_call_id=call_id,
+                payload={"toolName": tool, "outcome": "completed", **payload},
+            )
+            path = f"conversations/{conversation.pk}/tool-calls/{call_id}/g1/result.json"
+            if result is not None:
+                (settings.DATA_DIR / path).parent.mkdir(parents=True)
+                (settings.DATA_DIR / path).write_text(json.dumps(result))
+            Asset.objects.create(
+                conversation=conversation,
+                tool_call_id=call_id,
+                event=event,
+                kind="payload",
+                path=path,
+                size=0,
+                sha256="0" * 64,
+            )
+            return call_id
+
+        failing = response("bash", {"exitCode": 3, "signal": None, "timedOut": False})
+        slow = response(
+            "bash",
+            {"exitCode": None, "signal": "SIGTERM", "timedOut": True},
+            arguments={"command": "sleep 9", "timeout": 5},
+        )
+        unreadable = response("bash", None)
+        other = response("read", {"exitCode": 1})
+        now = timezone.now()
+        ended, lost = uuid.uuid4(), uuid.uuid4()
+        for call_id, status, code in [(ended, "exited", 4), (lost, "lost", None)]:
+            AsyncRun.objects.create(
+                conversation=conversation,
+                tool_call_id=call_id,
+                command="make",
+                cwd="/w",
+                status=status,
+                exit_code=code,
+                started_at=now,
+                finished_at=now,
+            )
+        apps = _migrate([("conversations", "0008_command_exit")])
+        CommandExit = apps.get_model("conversations", "CommandExit")
+        found = {
+            row.tool_call_id: (row.exit_code, row.signal, row.timed_out, row.timeout_seconds)
+            for row in CommandExit.objects.all()
+        }
+        assert found == {
+            failing: (3, "", False, None),
+            slow: (None, "SIGTERM", True, 5.0),
+            ended: (4, "", False, None),
+        }
+        assert unreadable not in found and other not in found and lost not in found
     finally:
         apps = _migrate_to_latest()
         apps.get_model("conversations", "Conversation").objects.all().delete()

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from conversations.exits import exit_of, exit_wire
 from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from conversations.selectors import turn_results
 from conversations.services.cancel import call_cancel
@@ -44,6 +45,9 @@ def test_a_command_is_captured_and_settles_with_its_files(user):
     assert absolute_from_data(assets["stderr"].path).read_bytes() == b"oops\n"
     result = json.loads(absolute_from_data(assets["payload"].path).read_text())
     assert (result["exitCode"], result["signal"], result["timedOut"]) == (3, None, False)
+    # Recorded with the response for the pages: the card reads "Exit 3", not a success.
+    assert exit_wire(exit_of(call_id))["summary"] == "Exit 3"
+    assert exit_of(call_id).succeeded is False
     assert result["capture"]["stdout"] == {"bytes": 16, "storedBytes": 16, "truncated": False}
     assert result["assets"] == {k: str(assets[k].id) for k in ("stdout", "stderr", "output")}
     activity = ToolActivity.objects.get(tool_call_id=call_id)
@@ -54,6 +58,20 @@ def test_a_command_is_captured_and_settles_with_its_files(user):
         "resultPreview": ["hello", "oops", "no newline"],
         "previewOverflow": None,
     }
+
+
+def test_a_command_killed_by_a_signal_says_which(user):
+    with running_worker(handlers=HANDLERS):
+        _, _, call_id = model_call(user, "bash", {"command": "echo bye; kill -9 $$"})
+        payload = wait_for(lambda: response_of(call_id))
+    assert payload["outcome"] == "completed"
+    assert "Process killed by signal SIGKILL." in payload["modelContent"][0]["text"]
+    ended = exit_wire(exit_of(call_id))
+    assert (ended["summary"], ended["signal"], ended["exitCode"]) == (
+        "Killed by SIGKILL",
+        "SIGKILL",
+        None,
+    )
 
 
 def test_a_long_outputs_card_shows_its_last_lines(user):
@@ -91,6 +109,7 @@ def test_a_command_past_its_timeout_is_killed_and_says_so(user):
     text = payload["modelContent"][0]["text"]
     assert payload["outcome"] == "completed"
     assert "start" in text and "Process timed out after 1 s and was killed." in text
+    assert exit_wire(exit_of(call_id))["summary"] == "Timed out after 1 s"
 
 
 def test_a_long_command_is_promoted_to_an_async_run_and_its_end_is_a_notice(user, settings):
@@ -107,6 +126,9 @@ def test_a_long_command_is_promoted_to_an_async_run_and_its_end_is_a_notice(user
             lambda: ConversationEvent.objects.filter(type="async_bash_event").first(), timeout=10
         )
     assert notice.payload["asyncRunId"] == run_id and notice.payload["status"] == "exited"
+    # The command's end is its run's: recorded with the notice, for its call's card.
+    ended = exit_wire(exit_of(call_id))
+    assert (ended["summary"], ended["asyncRunId"], ended["succeeded"]) == ("Exit 0", run_id, True)
     assert notice.payload["tail"]["stdout"] == "begun\ndone\n"
     assert notice.payload["modelContent"][0]["text"] == "begun\ndone\n"
     assert [n["sequence"] for n in turn_results(conversation.pk, turn_id)["queue"]] == [
