@@ -4,9 +4,10 @@
 The worker that started such a process watches it to its end: it renews the row's heartbeat
 every third of the lease, kills the group when asked (or when a promoted command's ``timeout``
 runs out), and records the end (``async_run_finish``: the notice; ``launch_finish``: the
-summary). When a worker dies, its rows' heartbeats go stale: recovery marks them ``lost``, and
-the sweep of a worker on the same host kills the groups it left (``kill_orphans``: only when
-the leader's start time still matches, so a recycled pid is never killed).
+summary). When a worker dies, its rows' heartbeats go stale: recovery marks them ``lost`` and
+records the groups they left, which the sweep of a worker on the same host kills
+(``Watchers.kill_left``: only when the leader's start time still matches, so a recycled pid is
+never killed).
 
 A run's notice follows its call's response: its end is recorded once the call's settlement is
 over (``after``), and again, backing off, while ``async_run_finish`` answers that the call has
