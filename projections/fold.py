@@ -1,6 +1,6 @@
 """``tool.updated``: the field rules of an update and the fold that is the only way state changes.
 
-Pure Python, no Django (docs/projections.md, "`tool.updated`"; docs/subsystems/activity.md). The same fold runs
+Django-free (docs/projections.md, "`tool.updated`"; docs/subsystems/activity.md). The same fold runs
 on the server and in every client; tests/projections/vectors/fold.json holds the cases a port
 must pass.
 """

@@ -1,7 +1,7 @@
 """JSON cost: what a text or a value costs as compact JSON, and the longest prefix or suffix
 of a text within a cost (docs/projections.md, "JSON cost").
 
-Pure Python, no Django. Budgets count **JSON bytes**: the UTF-8 size of a string's body written
+Django-free. Budgets count **JSON bytes**: the UTF-8 size of a string's body written
 as JSON with non-ASCII kept. Costs are computed in C-speed passes (``str.encode`` and
 ``bytes.translate``), never a Python loop per code point over a whole text. A cut is found from a
 guess, then by halving, costing only the stretch still undecided (costs add up per code point).

@@ -1,6 +1,6 @@
 """Log paging: a text file read by lines, one page at a time (docs/subsystems/api.md, "Log pages").
 
-Pure Python and the standard library only, so the API views of assets, async runs and
+Django-free and the standard library only, so the API views of assets, async runs and
 launches can all call :func:`read_page` with plain arguments.
 
 Lines follow docs/architecture.md ("Conventions"): a text with k ``\\n`` has k lines when it

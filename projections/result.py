@@ -2,7 +2,7 @@
 
 A result within its profile's inline budget is returned unchanged, without a path; otherwise the
 profile's strategy summarises it within the overflow budget and names the absolute path of the
-whole. Pure Python, no Django, no I/O except streaming the one file ``project_process`` is handed.
+whole. Django-free, no I/O except streaming the one file ``project_process`` is handed.
 
 Process results follow the process contract in ``projections/process.py``;
 ``project_process`` and its public constants (``CHUNK_BYTES``, ``LINE_KEEP_BYTES``, …) are

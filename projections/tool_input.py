@@ -1,7 +1,7 @@
 """Bounded tool input: a copy of a call's arguments within 4 KiB of JSON, edit bodies and
 patches dropped (docs/projections.md, "Bounded input").
 
-Pure Python, no Django.
+Django-free.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Bounded tool output: the ``output`` of ``tool.updated`` within 16 KiB of JSON, whole or as
 head, omitted bytes and tail, streamed in deltas (docs/projections.md, "Bounded output").
 
-Pure Python, no Django. The cost of the tail a stream passes back is remembered, so bounding a
+Django-free. The cost of the tail a stream passes back is remembered, so bounding a
 text and streaming deltas into a bounded output are linear in the text's length.
 """
 

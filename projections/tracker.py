@@ -1,6 +1,6 @@
 """The per-turn tracker: hosts that resend a call's whole output get append deltas on the wire.
 
-Pure Python, no Django (docs/projections.md, "`tool.updated`"). Per call it keeps the
+Django-free (docs/projections.md, "`tool.updated`"). Per call it keeps the
 bounded output, the raw length (code points) and the SHA-1 of the UTF-8 bytes of the raw text
 sent so far: small state that can be stored in a ``ToolActivity`` row (``raw_length``,
 ``raw_sha1``, the output in the payload) and restored in any process.

@@ -1,6 +1,6 @@
 """Shared units of the projections: size words and text entering the server.
 
-Pure Python, no Django: see docs/architecture.md.
+Django-free: see docs/architecture.md.
 """
 
 from __future__ import annotations
