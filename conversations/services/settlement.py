@@ -120,12 +120,10 @@ def _guard_check(call: SettlingCall, guard: Guard) -> None:
 
 
 def _resource(call: SettlingCall) -> str | None:
+    """The ``Resource:`` of the model's text: a core tool's subject as written (the command of
+    ``bash``, the path of a path tool); a host tool's is not the server's to name."""
     spec = tool_spec(call.tool_name)
-    args = call.arguments if isinstance(call.arguments, dict) else {}
-    value = args.get("command") if spec.subject == "command" else None
-    if spec.is_path_tool:
-        value = args.get("path")
-    return value if isinstance(value, str) else None
+    return spec.subject_of(call.arguments) if spec.core else None
 
 
 def asset_row(
