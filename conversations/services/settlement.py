@@ -33,6 +33,7 @@ from tools.catalog import tool_spec
 from ..errors import NotFound, StaleClaim
 from ..fields import dumps
 from ..models import ConversationEvent, ToolCall, Turn
+from ..selectors import call_response
 from ..shapes import iso
 from ..sql import vendor_sql
 from ..sql.common import AssetRow, SettlingCall, maybe_uuid, settling_call_load
@@ -326,7 +327,7 @@ def call_settle(
     """
     call = settling_call_load(call_id)
     if call is None:
-        if ConversationEvent.objects.filter(tool_call_id=call_id).exists():
+        if call_response(call_id).exists():
             raise StaleClaim("The call has already settled.")
         raise NotFound("Tool call not found.")
     _guard_check(call, guard)
