@@ -448,11 +448,11 @@ def resolve_call(request: HttpRequest, call_id: PathId, payload: ResolutionIn) -
     """
     call, _ = selectors.call_for(request.auth, call_id)
     target = call.pk if call is not None else call_id
-    resolution = payload.model_dump(exclude={"requestId"})
-    if resolution.get("rule", 0) is None:
-        del resolution["rule"]  # recorded only when the client named one
     answer = call_resolve(
-        call_id=target, user=request.auth, request_id=payload.requestId, resolution=resolution
+        call_id=target,
+        user=request.auth,
+        request_id=payload.requestId,
+        resolution=payload.to_resolution(),
     )
     return json_response(answer)
 

@@ -52,7 +52,7 @@ from .errors import DomainError, NotFound, ValidationFailed
 from .fields import dumps
 from .models import Conversation
 from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
-from .schemas import ResolutionIn
+from .schemas import ApprovalIn, InputIn, ResolutionIn
 from .services.interactions import call_resolve
 from .services.launches import launch_wire, workbench_group
 from .services.publish import conversation_group, live_layer_alias, unpack
@@ -454,16 +454,13 @@ class ConversationConsumer(_ReleasedConsumer):
         await self.send(_frame({"type": "resolved", **echo, **answer}))
 
     @socket_database
-    def _resolve_db(self, call_id: str, payload: Any) -> dict[str, Any]:
+    def _resolve_db(self, call_id: str, payload: ApprovalIn | InputIn) -> dict[str, Any]:
         call, _ = selectors.call_for(self.user, call_id)
-        resolution = payload.model_dump(exclude={"requestId"})
-        if resolution.get("rule", 0) is None:
-            del resolution["rule"]
         return call_resolve(
             call_id=call.pk if call is not None else call_id,
             user=self.user,
             request_id=payload.requestId,
-            resolution=resolution,
+            resolution=payload.to_resolution(),
         )
 
     # --- durable events --------------------------------------------------------------------

@@ -19,6 +19,7 @@ from django.db.models import Count, Exists, F, Max, Min, OuterRef
 
 from .models import Asset, Conversation, ConversationEvent, ExecutionClaim, ToolCall, Turn
 from .orphans import orphan_folders
+from .selectors import call_response
 from .storage import absolute_from_data, sha256_file
 
 CHUNK = 500
@@ -141,7 +142,7 @@ def check_responses(tally: Tally) -> Iterator[Breach]:
     )
     for call_id, n in twice.iterator(chunk_size=CHUNK):
         yield Breach("responses", f"call {call_id}: {n} tool_call_response events")
-    settled = ConversationEvent.objects.filter(type=RESPONSE, tool_call_id=OuterRef("pk"))
+    settled = call_response(OuterRef("pk"))
     for call_id, state in (
         ToolCall.objects.filter(Exists(settled)).values_list("pk", "state").iterator(CHUNK)
     ):

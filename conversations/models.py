@@ -14,7 +14,19 @@ from django.db.models import F, Q, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
+from projections.vocabulary import CALL_STATES
+
 from .fields import CompactJSONField
+
+
+def choices_of(qualname: str, values: tuple[str, ...]) -> type[models.TextChoices]:
+    """The ``TextChoices`` of a vocabulary written once as a tuple: a member per value
+    (``"awaiting_approval"`` is ``AWAITING_APPROVAL``, labelled "Awaiting Approval"), as the class
+    statement would make it; ``qualname`` is where it lives (``"ToolCall.State"``)."""
+    members = [(value.upper(), value) for value in values]
+    return models.TextChoices(
+        qualname.rpartition(".")[2], members, module=__name__, qualname=qualname
+    )
 
 
 def json_text(path: str) -> Cast:
@@ -123,12 +135,7 @@ ASSET_KINDS = (
 
 
 class ConversationEvent(models.Model):
-    class Type(models.TextChoices):
-        USER_MESSAGE = "user_message"
-        ASSISTANT_MESSAGE = "assistant_message"
-        TOOL_CALL_RESPONSE = "tool_call_response"
-        ASYNC_BASH_EVENT = "async_bash_event"
-        TURN_ENDED = "turn_ended"
+    Type = choices_of("ConversationEvent.Type", EVENT_TYPES)
 
     # No index of its own: the unique (conversation, sequence) leads with it.
     conversation = models.ForeignKey(
@@ -189,19 +196,10 @@ class ConversationEvent(models.Model):
         return f"#{self.sequence} {self.type}"
 
 
-UNFINISHED_STATES = ("supervising", "awaiting_approval", "ready", "running", "awaiting_input")
-OUTCOMES = ("completed", "failed", "denied", "cancelled", "indeterminate")
-
-
 class ToolCall(TimeStamped):
     """An unfinished call. The row exists only until the call settles into an event."""
 
-    class State(models.TextChoices):
-        SUPERVISING = "supervising"
-        AWAITING_APPROVAL = "awaiting_approval"
-        READY = "ready"
-        RUNNING = "running"
-        AWAITING_INPUT = "awaiting_input"
+    State = choices_of("ToolCall.State", CALL_STATES)
 
     class Origin(models.TextChoices):
         MODEL = "model"
@@ -246,7 +244,7 @@ class ToolCall(TimeStamped):
                 fields=["assistant_event", "content_index"], name="call_block_unique"
             ),
             models.CheckConstraint(
-                condition=Q(state__in=list(UNFINISHED_STATES)), name="call_state_valid"
+                condition=Q(state__in=list(CALL_STATES)), name="call_state_valid"
             ),
             # interaction is set exactly when the call awaits a person.
             models.CheckConstraint(
@@ -295,15 +293,7 @@ class ExecutionClaim(models.Model):
 
 
 class Asset(models.Model):
-    class Kind(models.TextChoices):
-        PAYLOAD = "payload"
-        REPORT = "report"
-        IMAGE = "image"
-        STDOUT = "stdout"
-        STDERR = "stderr"
-        OUTPUT = "output"
-        OVERFLOW_RECOVERY = "overflow_recovery"
-        ARGUMENTS = "arguments"
+    Kind = choices_of("Asset.Kind", ASSET_KINDS)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="assets")

@@ -104,7 +104,16 @@ class QueueAckIn(In):
     upTo: Annotated[StrictInt, Field(ge=0), INTEGRAL]
 
 
-class ApprovalIn(In):
+class _ResolutionBody(In):
+    """What a resolution body (``ResolutionIn``) becomes for the service."""
+
+    def to_resolution(self) -> dict[str, Any]:
+        """The resolution ``call_resolve`` records for this body: all of it but ``requestId``
+        (the same for the REST route and the socket's ``resolve`` frame)."""
+        return self.model_dump(exclude={"requestId"})
+
+
+class ApprovalIn(_ResolutionBody):
     requestId: _ID
     kind: Literal["approval"]
     decision: Literal["allow", "deny"]
@@ -127,8 +136,14 @@ class ApprovalIn(In):
         "by its index (0 is the first) or its `pattern`. Without it, the first.",
     )
 
+    def to_resolution(self) -> dict[str, Any]:
+        resolution = super().to_resolution()
+        if self.rule is None:
+            del resolution["rule"]  # recorded only when the client named one
+        return resolution
 
-class InputIn(In):
+
+class InputIn(_ResolutionBody):
     requestId: _ID
     kind: Literal["input"]
     value: dict[str, Any]

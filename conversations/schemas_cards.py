@@ -8,6 +8,8 @@ from uuid import UUID
 
 from pydantic import Field, WithJsonSchema
 
+from projections.vocabulary import TOOL_KINDS, TOOL_STATUSES
+
 from .schemas_common import Out
 from .schemas_events import InteractionOut
 
@@ -26,20 +28,8 @@ _ANY_JSON = WithJsonSchema(
         ],
     }
 )
-ToolStatus = Literal[
-    "pending",
-    "awaiting_approval",
-    "in_progress",
-    "awaiting_input",
-    "completed",
-    "failed",
-    "declined",
-    "cancelled",
-    "indeterminate",
-]
-ToolKind = Literal[
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
-]
+ToolStatus = Literal[TOOL_STATUSES]
+ToolKind = Literal[TOOL_KINDS]
 
 
 class BoundedOutputOut(Out):

@@ -13,6 +13,11 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import BeforeValidator, ConfigDict, WithJsonSchema
 
+from projections.vocabulary import CALL_STATES, HOST_OUTCOMES, OUTCOMES
+from tools.models import ProcessStatus as ProcessStatusChoices
+
+from .models import EVENT_TYPES
+
 
 def as_integral(value: Any) -> Any:
     """``3.0`` is the integer 3, as JSON Schema's ``integer`` reads it; ``3.5``, ``"3"`` and
@@ -45,9 +50,10 @@ class Out(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
-EventType = Literal[
-    "user_message", "assistant_message", "tool_call_response", "async_bash_event", "turn_ended"
-]
-CallState = Literal["supervising", "awaiting_approval", "ready", "running", "awaiting_input"]
-Outcome = Literal["completed", "failed", "denied", "cancelled", "indeterminate"]
-ProcessStatus = Literal["running", "exited", "killed", "lost"]
+# The vocabularies, each derived from its one tuple (``projections/vocabulary.py``, the models'
+# choices): ``Literal[("a", "b")]`` is ``Literal["a", "b"]``.
+EventType = Literal[EVENT_TYPES]
+CallState = Literal[CALL_STATES]
+Outcome = Literal[OUTCOMES]
+HostOutcome = Literal[HOST_OUTCOMES]
+ProcessStatus = Literal[tuple(ProcessStatusChoices.values)]

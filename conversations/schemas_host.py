@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import Field, StrictInt
 
-from .schemas_common import INTEGRAL, In, Out
+from .schemas_common import INTEGRAL, HostOutcome, In, Out
 from .services.host import CLAIMS_DEFAULT, CLAIMS_MAX, WORKER_MAX_CHARS
 
 _GENERATION = Annotated[StrictInt, Field(ge=1, description="The claim's generation."), INTEGRAL]
@@ -75,7 +75,7 @@ HostBlock = Annotated[HostTextBlock | HostImageBlock, Field(discriminator="type"
 class HostSettleIn(In):
     token: UUID = _TOKEN
     generation: _GENERATION
-    outcome: Literal["completed", "failed", "cancelled", "indeterminate"]
+    outcome: HostOutcome
     content: Annotated[list[HostBlock], Field(max_length=100)] = Field(
         description="Text blocks (the text the model and the transcript are shown) and image "
         "blocks (stored as `image` assets, never inline)."

@@ -1,17 +1,20 @@
-"""Reads for the API and the web pages: owner-scoped lookups, pages, details and turn results.
+"""Reads for the API, the web pages, the admin and the services: owner-scoped lookups, pages,
+details, turn results, and a settled call's response.
 
-Another owner's resource raises ``NotFound``, exactly like a missing one.
+Another owner's resource raises ``NotFound``, exactly like a missing one. Nothing here writes,
+and nothing here imports a service: services read through these functions.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from projections.frames import REPLAY_MAX_EVENTS, replay_page
@@ -20,9 +23,14 @@ from tools.models import AsyncRun, Launch
 from .errors import CursorAhead, NotFound, ValidationFailed, found
 from .exits import exit_of, exit_wire
 from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
-from .services.activity import activity_state
-from .services.queue import queue_notices
-from .shapes import asset_wire, call_wire, conversation_wire, settled_call_wire
+from .shapes import (
+    activity_state,
+    asset_wire,
+    call_wire,
+    conversation_wire,
+    event_wire,
+    settled_call_wire,
+)
 from .sql import vendor_sql
 from .storage import absolute_from_data
 
@@ -182,6 +190,28 @@ def events_page_json(user: Any, conversation_id: Any, *, after: int, limit: int)
     )
 
 
+def call_response(call_id: Any) -> QuerySet[ConversationEvent]:
+    """The response event of the call ``call_id`` (its ``tool_call_response``) as a queryset of
+    at most one row (``event_one_response_per_call``): the caller takes ``.first()``,
+    ``.exists()`` or only the values it needs (a response's payload can be large). ``call_id``
+    may be an ``OuterRef``."""
+    return ConversationEvent.objects.filter(
+        tool_call_id=call_id, type=ConversationEvent.Type.TOOL_CALL_RESPONSE
+    )
+
+
+def call_responses(call_ids: Iterable[Any]) -> QuerySet[ConversationEvent]:
+    """The response events of those of ``call_ids`` that settled, as a queryset."""
+    return ConversationEvent.objects.filter(
+        tool_call_id__in=list(call_ids), type=ConversationEvent.Type.TOOL_CALL_RESPONSE
+    )
+
+
+def call_response_payload(call_id: Any) -> dict[str, Any] | None:
+    """The payload of the call's response; None while it has none."""
+    return call_response(call_id).values_list("payload", flat=True).first()
+
+
 def call_for(user: Any, call_id: Any) -> tuple[ToolCall | None, ConversationEvent | None]:
     """The unfinished call, or else its response event; owner-scoped."""
     pk = _uuid(call_id, "Tool call")
@@ -192,9 +222,7 @@ def call_for(user: Any, call_id: Any) -> tuple[ToolCall | None, ConversationEven
     )
     if call is not None:
         return call, None
-    event = ConversationEvent.objects.filter(
-        tool_call_id=pk, conversation__owner_id=user.pk
-    ).first()
+    event = call_response(pk).filter(conversation__owner_id=user.pk).first()
     if event is None:
         raise NotFound("Tool call not found.")
     return None, event
@@ -235,6 +263,19 @@ def asset_for(user: Any, asset_id: Any) -> Asset:
 
 def turn_for(conversation: Conversation, turn_id: Any) -> Turn:
     return found(Turn.objects.filter(conversation_id=conversation.pk), turn_id, "Turn")
+
+
+def queue_notices(conversation_id: UUID | str) -> list[dict[str, Any]]:
+    """Unacknowledged ``async_bash_event`` events, oldest first, as wire events."""
+    sequences = AsyncRun.objects.filter(
+        conversation_id=conversation_id, acknowledged=False, notice_sequence__isnull=False
+    ).values_list("notice_sequence", flat=True)
+    events = ConversationEvent.objects.filter(
+        conversation_id=conversation_id,
+        type=ConversationEvent.Type.ASYNC_BASH_EVENT,
+        sequence__in=list(sequences),
+    ).order_by("sequence")
+    return [event_wire(e) for e in events]
 
 
 def _result(call_id: Any, payload: dict[str, Any]) -> dict[str, Any]:

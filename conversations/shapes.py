@@ -9,7 +9,7 @@ from projections.tool_input import bound_tool_input
 from tools.catalog import tool_spec
 from tools.models import AsyncRun
 
-from .models import Asset, Conversation, ConversationEvent, ToolCall, Turn
+from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
 
 
 def iso(dt: datetime | None) -> str | None:
@@ -137,3 +137,8 @@ def asset_wire(asset: Asset, absolute_path: str) -> dict[str, Any]:
         "path": absolute_path,
         "truncated": asset.truncated,
     }
+
+
+def activity_state(activity: ToolActivity) -> dict[str, Any]:
+    """The whole folded state of one call, with its ``rev``."""
+    return {**activity.state_json, **activity.payload_json, "rev": activity.rev}

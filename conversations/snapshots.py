@@ -29,9 +29,8 @@ from tools.models import AsyncRun, ProcessStatus
 from .errors import TurnNotOpen, ValidationFailed
 from .exits import exits_by_call
 from .models import Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
-from .selectors import conversation_for
+from .selectors import conversation_for, queue_notices
 from .services import publish
-from .services.queue import queue_notices
 from .shapes import async_run_wire, call_wire, conversation_wire, event_wire, turn_wire
 from .sql import vendor_sql
 

@@ -13,37 +13,18 @@ from typing import Any
 
 from projections.json_cost import json_cost
 from projections.tool_output import HEAD, TAIL, TOOL_OUTPUT_MAX_BYTES, append_tool_output
+from projections.vocabulary import (
+    FINAL_TOOL_STATUSES,
+    HOST_TOOL_STATUSES,
+    TOOL_KINDS,
+    TOOL_STATUSES,
+)
 
-KINDS = frozenset(
-    {
-        "read",
-        "edit",
-        "delete",
-        "move",
-        "search",
-        "execute",
-        "think",
-        "fetch",
-        "switch_mode",
-        "other",
-    }
-)
-# In lifecycle order (admin filters and docs list them so).
-STATUS_ORDER = (
-    "pending",
-    "awaiting_approval",
-    "in_progress",
-    "awaiting_input",
-    "completed",
-    "failed",
-    "declined",
-    "cancelled",
-    "indeterminate",
-)
-STATUSES = frozenset(STATUS_ORDER)
-FINAL_STATUSES = frozenset({"completed", "failed", "declined", "cancelled", "indeterminate"})
-# The host tool port: final states come only from settling.
-HOST_STATUSES = frozenset({"pending", "in_progress"})
+# The vocabularies (projections/vocabulary.py) as sets, for the field rules.
+KINDS = frozenset(TOOL_KINDS)
+STATUSES = frozenset(TOOL_STATUSES)
+FINAL_STATUSES = frozenset(FINAL_TOOL_STATUSES)
+HOST_STATUSES = frozenset(HOST_TOOL_STATUSES)
 FIELDS = frozenset(
     {
         "toolCallId",
@@ -69,7 +50,8 @@ LOCATIONS_MAX = 16
 PATH_MAX_CODE_POINTS = 1024
 _WHOLE_MAX_BYTES = HEAD + TAIL
 
-# Call states and outcomes (docs/subsystems/lifecycle.md) as statuses.
+# Call states and outcomes (docs/subsystems/lifecycle.md) as statuses: every one of
+# vocabulary.CALL_STATES and OUTCOMES (tests/projections/test_vocabulary.py checks it).
 _STATUS_OF_STATE = {
     "supervising": "pending",
     "ready": "pending",

@@ -42,7 +42,7 @@ class ToolSpec:
     kind: str = "other"
     suspending: bool = False
     core: bool = True
-    # The argument a permission rule's pattern matches: "command", a path, or none.
+    # What a permission rule's pattern matches: "command", "path", or none (``subject_of``).
     subject: str | None = None
     # Checks the JSON schema cannot express, run once it passes; each raises ArgumentsInvalid.
     checks: tuple[Callable[[dict[str, Any]], None], ...] = ()
@@ -55,6 +55,39 @@ class ToolSpec:
     @property
     def is_path_tool(self) -> bool:
         return self.subject == "path"
+
+    def subject_is_command(self, arguments: Any) -> bool:
+        """Whether the call's subject is a shell command: ``bash``, or a host tool whose
+        arguments hold a string ``command``."""
+        return self.subject == "command" or (
+            not self.core
+            and isinstance(arguments, dict)
+            and isinstance(arguments.get("command"), str)
+        )
+
+    def subject_of(self, arguments: Any, *, no_path: str | None = None) -> str | None:
+        """The command or path a call works on, as its arguments write it; None when there is
+        none (not a string, or a tool without a subject).
+
+        The ``command`` of ``bash`` and of a host tool that passes a string ``command``; the
+        ``path`` of a path tool; a host tool's ``path``, else its ``file_path``. ``no_path`` is
+        what a path tool called without ``path`` works on: the permission port passes ``"."``
+        (the workspace root) and resolves the subject against the workspace
+        (``tools/permissions.py`` ``rule_subject``); the model's text names no resource then.
+        """
+        if not isinstance(arguments, dict):
+            return None
+        if self.subject_is_command(arguments):
+            value = arguments.get("command")
+        elif self.is_path_tool or not self.core:
+            value = arguments.get("path")
+            if value is None and not self.core:
+                value = arguments.get("file_path")
+            if value is None and self.is_path_tool:
+                value = no_path
+        else:
+            return None
+        return value if isinstance(value, str) else None
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -210,6 +243,10 @@ CORE_TOOLS: dict[str, ToolSpec] = {
         ),
     ]
 }
+
+# The arguments ``ToolSpec.subject_of`` reads: a list that shows a call's subject reads only
+# these in the database, not the call's whole arguments.
+SUBJECT_ARGUMENTS = ("command", "path", "file_path")
 
 # Host tools: the host applies its own policy, so the server's default is allow. Their risk is
 # unknown to the server, so they count as "execute": never replayed, and approving one needs

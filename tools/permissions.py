@@ -84,25 +84,18 @@ def glob_literal(pattern: str) -> str | None:
 
 
 def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
-    """What a rule's pattern is matched against: the command, the resolved path, or ``""``.
+    """What a rule's pattern is matched against: the call's subject (``ToolSpec.subject_of``,
+    a path tool without ``path`` working on ``.``) with a path resolved against ``workspace``;
+    ``""`` when the call has none.
 
     ``PathRefused`` (``tools/workspaces.py``) when a path cannot be resolved (a symlink loop, a
     component that vanished) or the workspace is refused: the caller refuses that call."""
-    if not isinstance(arguments, dict):
+    subject = spec.subject_of(arguments, no_path=".")
+    if subject is None:
         return ""
-    if spec.subject == "command" or (not spec.core and isinstance(arguments.get("command"), str)):
-        command = arguments.get("command")
-        return command if isinstance(command, str) else ""
-    raw = arguments.get("path")
-    if raw is None and not spec.core:
-        raw = arguments.get("file_path")
-    if spec.is_path_tool and raw is None:
-        raw = "."
-    if not isinstance(raw, str):
-        return ""
-    if workspace is None:
-        return raw
-    return path_subject(workspace, raw)  # PathRefused when it cannot be resolved
+    if spec.subject_is_command(arguments) or workspace is None:
+        return subject
+    return path_subject(workspace, subject)  # PathRefused when it cannot be resolved
 
 
 def path_rule_matches(rule: PermissionRule, path: str) -> bool:
@@ -160,14 +153,6 @@ def _accepts_any_completion(pattern: str, prefix: str) -> bool:
     return any(fnmatch.fnmatchcase(prefix[:end], stem) for end in range(len(prefix) + 1))
 
 
-def is_command_subject(spec: ToolSpec, arguments: Any) -> bool:
-    """Whether rules of ``spec`` match a shell command (``bash``, or a host tool called with a
-    ``command`` argument) rather than a path."""
-    return spec.subject == "command" or (
-        not spec.core and isinstance(arguments, dict) and isinstance(arguments.get("command"), str)
-    )
-
-
 def evaluate(
     conversation: Any, tool: ToolSpec | str, arguments: Any, *, workspace: Path | None = None
 ) -> Decision:
@@ -189,7 +174,7 @@ def evaluate(
             Q(conversation_id=conversation_id) | Q(conversation__isnull=True), tool_name=spec.name
         )
     )
-    if is_command_subject(spec, arguments):
+    if spec.subject_is_command(arguments):
         return _command_decision(spec, subject, rules)
     who = _who(spec, subject, command=False)
     best = _precedence([rule for rule in rules if path_rule_matches(rule, subject)])
@@ -325,7 +310,7 @@ def suggested_rules(spec: ToolSpec, arguments: Any, workspace: Path | None) -> l
     if len(exact) > _PATTERN_MAX_CHARS:
         return []
     rules = [{"toolName": spec.name, "pattern": exact, "decision": "allow"}]
-    if not is_command_subject(spec, arguments):
+    if not spec.subject_is_command(arguments):
         return rules
     parsed = parse_command(subject)
     if not parsed.plain:

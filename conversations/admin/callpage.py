@@ -22,6 +22,7 @@ from tools.models import AsyncRun, ProcessStatus
 from ..exits import exit_of, exit_text
 from ..grants import may_run_commands
 from ..models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from ..selectors import call_response
 from .common import as_uuid, call_subject, link, pretty
 from .timeline import call_timeline, claim_summary, response_timeline
 from .times import DASH, between, duration_text, when_html
@@ -238,11 +239,7 @@ def call_page(object_id: Any, *, viewer: Any) -> CallPage | None:
     if call is not None:
         summary = unfinished_summary(call, viewer=viewer)
         return CallPage(summary, call_timeline(call), call, None)
-    event = (
-        ConversationEvent.objects.select_related("conversation__owner", "turn")
-        .filter(tool_call_id=call_id, type=ConversationEvent.Type.TOOL_CALL_RESPONSE)
-        .first()
-    )
+    event = call_response(call_id).select_related("conversation__owner", "turn").first()
     if event is None:
         return None
     return CallPage(settled_summary(event, viewer=viewer), response_timeline(event), None, event)
@@ -250,7 +247,4 @@ def call_page(object_id: Any, *, viewer: Any) -> CallPage | None:
 
 def is_call(call_id: Any) -> bool:
     """Whether ``call_id`` names a call, unfinished (its row) or settled (its response)."""
-    return (
-        ToolCall.objects.filter(pk=call_id).exists()
-        or ConversationEvent.objects.filter(tool_call_id=call_id).exists()
-    )
+    return ToolCall.objects.filter(pk=call_id).exists() or call_response(call_id).exists()

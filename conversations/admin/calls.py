@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponseNotAllowed, HttpResponseRedirec
 from django.template.response import TemplateResponse
 from django.urls import path, re_path
 
-from ..models import ConversationEvent, ExecutionClaim, ToolCall, json_text
+from ..models import ConversationEvent, ExecutionClaim, ToolCall
 from .callpage import call_page, is_call
 from .common import (
     ExactSearchMixin,
@@ -24,8 +24,9 @@ from .common import (
     call_url,
     changelist_url,
     link_to_call,
+    subject_columns,
+    subject_text,
 )
-from .console import subject_text
 from .filters import ClaimExpiredFilter, ExecutionClaimExpiredFilter
 from .operations import CALL_OPERATIONS, cancel_and_report, release_claims, sweep
 from .timeline import claim_summary
@@ -69,17 +70,17 @@ class ToolCallAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
     actions = ("cancel_calls", "release_expired_claims", "run_recovery_sweep")
 
     def get_queryset(self, request):
-        # The list reads the command and the path in the database, not whole arguments.
+        # The list reads the call's subject in the database, not whole arguments.
         return (
             super()
             .get_queryset(request)
             .defer("arguments", "supervision", "interaction", "resolution", "resolved_interaction")
-            .annotate(_command=json_text("arguments__command"), _path=json_text("arguments__path"))
+            .annotate(**subject_columns("arguments"))
         )
 
     @admin.display(description="command or path")
     def subject(self, obj: ToolCall) -> str:
-        return subject_text(obj.tool_name, obj._command, obj._path) or "—"
+        return subject_text(obj.tool_name, obj) or "—"
 
     @admin.display(description="claim (lease left)")
     def claim_column(self, obj: ToolCall) -> str:

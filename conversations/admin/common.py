@@ -16,8 +16,9 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from tools.catalog import tool_spec
+from tools.catalog import SUBJECT_ARGUMENTS, tool_spec
 
+from ..models import json_text
 from ..storage import absolute_from_data
 from .times import SecondsMixin
 
@@ -56,21 +57,22 @@ def cut(text: Any, limit: int = SUBJECT_MAX_CHARS) -> str:
 
 
 def call_subject(tool_name: str, arguments: Any) -> str:
-    """What the call works on: its command or its path (the argument its permission rules
-    match), else a host tool's ``command``; empty when there is none."""
-    if not isinstance(arguments, dict):
-        return ""
-    name = tool_spec(tool_name).subject or "command"
-    value = arguments.get(name)
-    if not isinstance(value, str):
-        value = arguments.get("command") if isinstance(arguments.get("command"), str) else ""
-    return value
+    """What the call works on, as its permission rules see it before resolving a path
+    (``ToolSpec.subject_of``): its command or its path; empty when there is none."""
+    return tool_spec(tool_name).subject_of(arguments) or ""
 
 
-def subject_text(tool_name: str, command: str | None, path: str | None) -> str:
-    """``call_subject`` from the two keys read in the database (arguments not loaded)."""
-    by_path = tool_spec(tool_name).subject == "path"
-    return cut((path if by_path else None) or command or "")
+def subject_columns(arguments: str) -> dict[str, Any]:
+    """The arguments ``call_subject`` reads (``SUBJECT_ARGUMENTS``), read as text in the
+    database from the JSON field ``arguments`` (``"arguments"``, ``"payload__arguments"``):
+    annotations for a list that does not load whole arguments."""
+    return {f"subject_{name}": json_text(f"{arguments}__{name}") for name in SUBJECT_ARGUMENTS}
+
+
+def subject_text(tool_name: str, row: Any) -> str:
+    """``call_subject``, cut, of a row annotated with ``subject_columns``."""
+    arguments = {name: getattr(row, f"subject_{name}") for name in SUBJECT_ARGUMENTS}
+    return cut(call_subject(tool_name, arguments))
 
 
 def short(value: Any) -> str:

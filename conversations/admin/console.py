@@ -39,7 +39,7 @@ from ..models import (
     ToolCall,
     json_text,
 )
-from .common import call_url, changelist_url, cut, subject_text
+from .common import call_url, changelist_url, cut, subject_columns, subject_text
 from .times import duration_text, when_html
 
 CONSOLE_ROWS = 50  # rows shown in a section; the rest through its change list
@@ -97,8 +97,7 @@ def _unfinished(states: tuple[str, ...]) -> Any:
         .defer("arguments", "supervision", "interaction", "resolution", "resolved_interaction")
         .annotate(
             since=Coalesce(Subquery(last_change[:1]), "created_at"),
-            command=json_text("arguments__command"),
-            path=json_text("arguments__path"),
+            **subject_columns("arguments"),
         )
     )
 
@@ -108,7 +107,7 @@ def _call_row(call: ToolCall, now: datetime, note: str = "") -> Row:
         call_id=call.pk,
         tool=call.tool_name,
         status=call.state,
-        subject=subject_text(call.tool_name, call.command, call.path),
+        subject=subject_text(call.tool_name, call),
         since=call.since,
         age=duration_text(now - call.since),
         conversation=str(call.conversation),
@@ -192,8 +191,7 @@ def recent_failures(now: datetime) -> Section:
         .annotate(
             outcome=json_text("payload__outcome"),
             tool=json_text("payload__toolName"),
-            command=json_text("payload__arguments__command"),
-            path=json_text("payload__arguments__path"),
+            **subject_columns("payload__arguments"),
         )
         .order_by("-created_at")
     )
@@ -203,7 +201,7 @@ def recent_failures(now: datetime) -> Section:
             call_id=event.tool_call_id,
             tool=event.tool or "",
             status=event.outcome or "",
-            subject=subject_text(event.tool or "", event.command, event.path),
+            subject=subject_text(event.tool or "", event),
             since=event.created_at,
             age=duration_text(now - event.created_at),
             conversation=str(event.conversation),

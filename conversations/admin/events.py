@@ -17,7 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from ..assets import asset_verify
 from ..errors import AssetCorrupt
 from ..models import Asset, ConversationEvent, ToolActivity
-from ..services.activity import activity_state
+from ..shapes import activity_state
 from .common import (
     ExactSearchMixin,
     ReadOnlyAdmin,

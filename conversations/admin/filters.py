@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from projections.fold import STATUS_ORDER
+from projections.vocabulary import OUTCOMES, TOOL_STATUSES
 
 from ..models import ConversationEvent, ToolCall, json_text
 
@@ -37,10 +37,9 @@ class ActivityStatusFilter(admin.SimpleListFilter):
 
     title = "status (outcome)"
     parameter_name = "status"
-    STATUSES = STATUS_ORDER
 
     def lookups(self, request, model_admin):
-        return [(s, s.replace("_", " ")) for s in self.STATUSES]
+        return [(s, s.replace("_", " ")) for s in TOOL_STATUSES]
 
     def queryset(self, request, queryset):
         if self.value():
@@ -55,7 +54,7 @@ class EventOutcomeFilter(admin.SimpleListFilter):
     parameter_name = "outcome"
 
     def lookups(self, request, model_admin):
-        return [(o, o) for o in ("completed", "failed", "denied", "cancelled", "indeterminate")]
+        return [(o, o) for o in OUTCOMES]
 
     def queryset(self, request, queryset):
         if self.value():

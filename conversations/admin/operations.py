@@ -17,7 +17,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from ..errors import DomainError
-from ..models import ConversationEvent, ExecutionClaim, ToolCall, json_text
+from ..models import ExecutionClaim, ToolCall, json_text
+from ..selectors import call_response
 from ..services.cancel import call_cancel
 from ..services.interactions import call_resolve
 from ..services.recovery import recover_all, recover_call
@@ -33,7 +34,7 @@ def call_name(call_id: Any) -> str:
     tool = ToolCall.objects.filter(pk=call_id).values_list("tool_name", flat=True).first()
     if tool is None:
         tool = (
-            ConversationEvent.objects.filter(tool_call_id=call_id)
+            call_response(call_id)
             .annotate(tool=json_text("payload__toolName"))
             .values_list("tool", flat=True)
             .first()
@@ -47,7 +48,7 @@ def call_status(call_id: Any) -> str:
     if state is not None:
         return f"now {state}"
     outcome = (
-        ConversationEvent.objects.filter(tool_call_id=call_id)
+        call_response(call_id)
         .annotate(outcome=json_text("payload__outcome"))
         .values_list("outcome", flat=True)
         .first()

@@ -15,7 +15,7 @@ from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from ..models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
-from ..services.activity import activity_state
+from ..shapes import activity_state
 from .common import asset_absolute_path, asset_verify_url, change_url, changelist_url, pretty
 
 TURN_EVENTS_MAX = 50  # events of a turn listed in a timeline; the rest via the changelist

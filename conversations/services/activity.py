@@ -19,7 +19,7 @@ from projections.tracker import track_append, track_replace
 
 from ..fields import dumps
 from ..models import Conversation, ToolActivity, ToolCall
-from ..shapes import iso
+from ..shapes import activity_state, iso
 from ..sql.common import FoldWrite
 from .publish import publish_tool_updated
 
@@ -32,11 +32,6 @@ def split_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     small = {k: v for k, v in state.items() if k not in PAYLOAD_KEYS}
     payload = {k: state[k] for k in PAYLOAD_KEYS if k in state}
     return small, payload
-
-
-def activity_state(activity: ToolActivity) -> dict[str, Any]:
-    """The whole folded state of one call, with its ``rev``."""
-    return {**activity.state_json, **activity.payload_json, "rev": activity.rev}
 
 
 def _columns(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str, bool]:

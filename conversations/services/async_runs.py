@@ -35,6 +35,7 @@ from tools.models import AsyncRun, ProcessStatus
 
 from ..detached import detached
 from ..models import Asset, Conversation, ConversationEvent
+from ..selectors import call_response
 from ..sql import vendor_sql
 from ..storage import CAPTURE_MEDIA_TYPE, capture_found, capture_snapshot, data_dir
 from . import publish
@@ -116,9 +117,7 @@ def _capture_files(folder: Path, *, lost: bool) -> list[AttemptFile]:
 
 
 def _call_settled(tool_call_id: Any) -> bool:
-    return ConversationEvent.objects.filter(
-        tool_call_id=tool_call_id, type=ConversationEvent.Type.TOOL_CALL_RESPONSE
-    ).exists()
+    return call_response(tool_call_id).exists()
 
 
 def async_run_finish(

@@ -7,7 +7,8 @@ from typing import Any
 from uuid import UUID
 
 from ..errors import InvalidTransition, NotFound, StaleClaim
-from ..models import ConversationEvent, ToolCall, Turn
+from ..models import ToolCall, Turn
+from ..selectors import call_response_payload
 from . import publish
 from .events import conversation_lock
 from .settlement import INDETERMINATE_REASON, GenerationGuard, call_settle
@@ -25,11 +26,7 @@ def cancel_outcome(call: ToolCall, *, stopped_before_effect: bool = False) -> st
 
 
 def _recorded_outcome(call_id: UUID | str) -> str | None:
-    payload = (
-        ConversationEvent.objects.filter(tool_call_id=call_id)
-        .values_list("payload", flat=True)
-        .first()
-    )
+    payload = call_response_payload(call_id)
     return None if payload is None else payload["outcome"]
 
 

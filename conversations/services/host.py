@@ -41,8 +41,6 @@ logger = logging.getLogger(__name__)
 CLAIMS_DEFAULT = 1
 CLAIMS_MAX = 100
 WORKER_MAX_CHARS = 255
-# The outcomes a holder may settle a running call with (the state machine's, from running).
-HOST_OUTCOMES = ("completed", "failed", "cancelled", "indeterminate")
 FAILED_WITHOUT_TEXT = "The host reported a failure without a message."
 # tool.updated fields only the server sets: the claim wrote startedAt, settlement writes
 # finishedAt, and interaction mirrors what the call waits for (a person), never a host's.

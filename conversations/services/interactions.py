@@ -23,7 +23,8 @@ from ..errors import (
 )
 from ..fields import dumps
 from ..grants import run_commands_require
-from ..models import ConversationEvent, ExecutionClaim, ToolCall
+from ..models import ExecutionClaim, ToolCall
+from ..selectors import call_response_payload
 from . import publish
 from .calls import call_moved
 from .cancel import APPROVAL_DENIED
@@ -161,7 +162,7 @@ def _apply_and_answer(
         return record
     # Not applied here: applied by the same request running meanwhile, or lost to a cancel.
     still = ToolCall.objects.filter(pk=call_id, resolution_request_id=request_id).exists()
-    payload = _response_payload(call_id)
+    payload = call_response_payload(call_id)
     if still or (payload is not None and payload.get("resolutionRequestId") == request_id):
         return record
     outcome = f" ({payload['outcome']})" if payload is not None else ""
@@ -187,18 +188,10 @@ def _username(user: Any) -> str | None:
     return None if user is None else user.get_username()
 
 
-def _response_payload(call_id: Any) -> dict[str, Any] | None:
-    return (
-        ConversationEvent.objects.filter(tool_call_id=call_id)
-        .values_list("payload", flat=True)
-        .first()
-    )
-
-
 def _resolved_after_settlement(
     call_id: Any, request_id: str, resolution: dict[str, Any]
 ) -> dict[str, Any]:
-    payload = _response_payload(call_id)
+    payload = call_response_payload(call_id)
     if payload is None:
         raise NotFound("Tool call not found.")
     earlier = _earlier_approval(payload.get("supervision"), request_id, resolution)

@@ -13,6 +13,7 @@ from projections.units import clean_json, clean_text
 from ..errors import CommandConflict, MessageConflict, TurnNotOpen, TurnOpen
 from ..grants import run_commands_require
 from ..models import ConversationEvent, ToolCall, Turn
+from ..selectors import call_response, call_responses
 from ..shapes import event_wire, settled_call_wire
 from . import publish
 from .activity import next_ordinal
@@ -132,11 +133,7 @@ def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> li
         index: model_call_id(event.conversation_id, event.message_id or "", index)
         for index, _ in blocks
     }
-    answered = set(
-        ConversationEvent.objects.filter(tool_call_id__in=list(ids.values())).values_list(
-            "tool_call_id", flat=True
-        )
-    )
+    answered = set(call_responses(ids.values()).values_list("tool_call_id", flat=True))
     created = []
     ordinal = next_ordinal(event.conversation_id)
     for index, block in blocks:
@@ -164,7 +161,7 @@ def _command_body(turn: Turn, *, repeated: bool = False) -> dict[str, Any]:
     settled call with its response (docs/subsystems/lifecycle.md, "User commands")."""
     call_id = command_call_id(turn.conversation_id, turn.input_id or "")
     if repeated:
-        response = ConversationEvent.objects.filter(tool_call_id=call_id).first()
+        response = call_response(call_id).first()
         if response is not None:
             return {"turnId": str(turn.id), "toolCall": settled_call_wire(response)}
     return {

@@ -7,23 +7,9 @@ from uuid import UUID
 
 from tools.models import AsyncRun
 
-from ..models import ConversationEvent
-from ..shapes import event_wire
+from ..selectors import queue_notices
 from . import publish
 from .publish import conversation_group, later
-
-
-def queue_notices(conversation_id: UUID | str) -> list[dict[str, Any]]:
-    """Unacknowledged ``async_bash_event`` events, oldest first, as wire events."""
-    sequences = AsyncRun.objects.filter(
-        conversation_id=conversation_id, acknowledged=False, notice_sequence__isnull=False
-    ).values_list("notice_sequence", flat=True)
-    events = ConversationEvent.objects.filter(
-        conversation_id=conversation_id,
-        type=ConversationEvent.Type.ASYNC_BASH_EVENT,
-        sequence__in=list(sequences),
-    ).order_by("sequence")
-    return [event_wire(e) for e in events]
 
 
 def queue_ack(*, conversation_id: UUID | str, up_to: int) -> dict[str, Any]:

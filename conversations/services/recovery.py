@@ -28,7 +28,8 @@ from projections.units import cut_text
 from tools.catalog import tool_spec
 
 from ..errors import DomainError
-from ..models import ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
+from ..models import ExecutionClaim, ToolActivity, ToolCall
+from ..selectors import call_response_payload
 from ..shapes import iso
 from ..sql import vendor_sql
 from . import publish
@@ -133,11 +134,7 @@ def recover_call(*, call_id: UUID | str) -> Action | None:
 def _finish_orphan_activity(activity: ToolActivity) -> Action:
     """An activity left unfinished whose call is gone: the outcome of its response, or
     ``cancelled`` when there is none."""
-    payload = (
-        ConversationEvent.objects.filter(tool_call_id=activity.tool_call_id)
-        .values_list("payload", flat=True)
-        .first()
-    )
+    payload = call_response_payload(activity.tool_call_id)
     status = status_for_state(payload["outcome"] if payload else "cancelled")
     update = {
         "toolCallId": str(activity.tool_call_id),

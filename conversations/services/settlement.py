@@ -33,6 +33,7 @@ from tools.catalog import tool_spec
 from ..errors import NotFound, StaleClaim
 from ..fields import dumps
 from ..models import ConversationEvent, ToolCall, Turn
+from ..selectors import call_response
 from ..shapes import iso
 from ..sql import vendor_sql
 from ..sql.common import AssetRow, SettlingCall, maybe_uuid, settling_call_load
@@ -120,12 +121,10 @@ def _guard_check(call: SettlingCall, guard: Guard) -> None:
 
 
 def _resource(call: SettlingCall) -> str | None:
+    """The ``Resource:`` of the model's text: a core tool's subject as written (the command of
+    ``bash``, the path of a path tool); a host tool's is not the server's to name."""
     spec = tool_spec(call.tool_name)
-    args = call.arguments if isinstance(call.arguments, dict) else {}
-    value = args.get("command") if spec.subject == "command" else None
-    if spec.is_path_tool:
-        value = args.get("path")
-    return value if isinstance(value, str) else None
+    return spec.subject_of(call.arguments) if spec.core else None
 
 
 def asset_row(
@@ -328,7 +327,7 @@ def call_settle(
     """
     call = settling_call_load(call_id)
     if call is None:
-        if ConversationEvent.objects.filter(tool_call_id=call_id).exists():
+        if call_response(call_id).exists():
             raise StaleClaim("The call has already settled.")
         raise NotFound("Tool call not found.")
     _guard_check(call, guard)

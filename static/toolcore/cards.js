@@ -19,6 +19,7 @@
   const EXIT_READ_TRIES = 3; // reads of how a command ended, when the server cannot answer
   const EXIT_RETRY_MS = 3000;
 
+  // One badge per tool.updated status, in projections/vocabulary.py's order (a test compares).
   const STATUS = {
     pending: { label: "Pending", icon: "○" },
     awaiting_approval: { label: "Awaiting approval", icon: "?" },

@@ -27,6 +27,7 @@
   const OVERHEAD = 64;
   const TAIL = TOOL_OUTPUT_MAX_BYTES - HEAD - OVERHEAD; // 12224
   const WHOLE_MAX_BYTES = HEAD + TAIL; // 16320: an output costing at most this is kept whole
+  // projections/vocabulary.py FINAL_TOOL_STATUSES (tests/projections/test_vocabulary.py compares).
   const FINAL_STATUSES = new Set(["completed", "failed", "declined", "cancelled", "indeterminate"]);
   const KIB = 1024;
   const MIB = 1024 * 1024;

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.test import Client
 
+from conversations.admin.console import support_console
 from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
 from conversations.services.async_runs import async_run_finish
 from conversations.services.claims import claim_acquire
@@ -407,3 +408,18 @@ def test_viewers_see_the_page_without_buttons(awaiting):
 def test_non_staff_cannot_see_a_call_page(awaiting):
     response = client_of(UserFactory()).get(call_page_url(awaiting))
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+
+
+def test_a_host_calls_path_reads_as_its_rules_see_it_on_every_admin_page(conversation):
+    """One subject everywhere (``ToolSpec.subject_of``): a host tool's ``file_path``, which its
+    permission rules match, is what the call list, the call page and the support console
+    show, unfinished and settled."""
+    (call_id,) = calls(conversation, ("editor", {"file_path": "src/app.py", "text": "x"}))
+    staff = client_of(StaffFactory())
+    assert band(staff.get(call_page_url(call_id)))["command or path"] == "src/app.py"
+    listing = staff.get(admin_url(ToolCall, "changelist")).content.decode()
+    assert '<td class="field-subject">src/app.py</td>' in listing
+    settle(call_id, "failed")
+    (failure,) = next(s for s in support_console() if s.key == "failures").rows
+    assert failure.subject == "src/app.py"
+    assert band(staff.get(call_page_url(call_id)))["command or path"] == "src/app.py"

@@ -11,6 +11,8 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
+from projections.vocabulary import CALL_STATES, HOST_OUTCOMES, OUTCOMES, TOOL_KINDS, TOOL_STATUSES
+
 from .api_helpers import API, bash_awaiting_approval, build_world, grant_run_commands, settle_host
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -269,6 +271,26 @@ def test_an_asset_is_read_as_binary(document):
         content = responses[status]["content"]
         assert list(content) == ["application/octet-stream", "*/*"], status
         assert all(media["schema"] == BINARY for media in content.values())
+
+
+def test_the_documents_vocabularies_are_the_shared_tuples(document):
+    """States, outcomes, statuses and kinds are derived from projections/vocabulary.py, in its
+    order, wherever the document lists them."""
+    schemas = document["components"]["schemas"]
+
+    def enum(name: str, field: str) -> list[str]:
+        prop = schemas[name]["properties"][field]
+        branches = [prop, *prop.get("anyOf", [])]
+        return next(branch["enum"] for branch in branches if "enum" in branch)
+
+    for name in ("UnfinishedCallOut", "PendingCallOut", "CallDetailsOut"):
+        assert enum(name, "state") == list(CALL_STATES), name
+    for name in ("SettledCallOut", "CallCancelOut", "ToolResultOut", "CallDetailsOut"):
+        assert enum(name, "outcome") == list(OUTCOMES), name
+    assert enum("HostSettleIn", "outcome") == list(HOST_OUTCOMES)
+    for name in ("ToolStateOut", "HistoryToolOut"):
+        assert enum(name, "status") == list(TOOL_STATUSES), name
+        assert enum(name, "kind") == list(TOOL_KINDS), name
 
 
 # --- real answers against the document -----------------------------------------------------------

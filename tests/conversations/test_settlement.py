@@ -16,6 +16,7 @@ from conversations.services.recovery import recover_call
 from conversations.services.settlement import ClaimGuard, GenerationGuard, call_settle
 from conversations.storage import absolute_from_data, attempt_dir
 from projections.fold import status_for_state
+from tools.models import PermissionRule
 
 from .helpers import assistant_calls, expire_claim, new_conversation, open_turn
 
@@ -412,3 +413,27 @@ def test_a_call_that_fails_after_its_permission_was_refused_reads_denied(user):
     assert event.payload["outcome"] == "denied"
     activity = ToolActivity.objects.get(tool_call_id=call_id)
     assert activity.state_json["status"] == status_for_state("denied")
+
+
+@pytest.mark.django_db
+def test_the_model_text_names_a_core_tools_subject_as_its_resource(user):
+    """``Resource:`` is the command of ``bash`` and the path of a path tool as the arguments
+    write it (``ToolSpec.subject_of``); a path tool without ``path`` and a host tool name
+    none."""
+    for tool in ("bash", "read", "ls", "editor"):
+        PermissionRule.objects.create(tool_name=tool, pattern="", decision="deny")
+    conversation = new_conversation(user)
+    posted = assistant_calls(
+        conversation,
+        open_turn(conversation),
+        ("bash", {"command": "rm -rf build"}),
+        ("read", {"path": "notes/a.txt"}),
+        ("ls", {}),
+        ("editor", {"command": "sed -i s/a/b/ x", "file_path": "x"}),
+    )
+    texts = [
+        ConversationEvent.objects.get(tool_call_id=call_id).payload["modelContent"][0]["text"]
+        for call_id in posted.call_ids
+    ]
+    resources = [[line for line in t.splitlines() if line.startswith("Resource:")] for t in texts]
+    assert resources == [["Resource: rm -rf build"], ["Resource: notes/a.txt"], [], []]

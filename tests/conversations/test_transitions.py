@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from conversations.errors import InvalidTransition
-from conversations.models import UNFINISHED_STATES, ConversationEvent, ToolCall
+from conversations.models import ConversationEvent, ToolCall
 from conversations.services.settlement import GenerationGuard, call_settle
 from conversations.services.transitions import (
     MOVES,
@@ -16,6 +16,7 @@ from conversations.services.transitions import (
     check_move,
     settled_outcome,
 )
+from projections.vocabulary import CALL_STATES as UNFINISHED_STATES
 
 from .helpers import assistant_calls, new_conversation, open_turn
 

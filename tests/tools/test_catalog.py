@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tools.catalog import CORE_TOOLS, ArgumentsInvalid, tool_spec, validate_arguments
+from tools.catalog import (
+    CORE_TOOLS,
+    SUBJECT_ARGUMENTS,
+    ArgumentsInvalid,
+    tool_spec,
+    validate_arguments,
+)
 
 RUN_ID = "6f6c6f63-6f72-4500-8000-746f6f6c6361"
 
@@ -60,3 +66,77 @@ def test_a_grep_pattern_must_compile(pattern):
 )
 def test_refusals_name_the_field(tool, arguments, field):
     assert _refusal(tool, arguments)[0] == field
+
+
+# --- A call's subject: one definition (``ToolSpec.subject_of``) --------------------------------
+
+QUESTION = {"questions": [{"id": "q", "question": "Which?"}]}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "subject"),
+    [
+        ("bash", {"command": "make test"}, "make test"),
+        ("read", {"path": "src/app.py"}, "src/app.py"),
+        ("grep", {"pattern": "TODO", "path": "src"}, "src"),
+        ("grep", {"pattern": "TODO"}, None),
+        ("find", {"pattern": "*.py", "path": "src"}, "src"),
+        ("ls", {"path": "docs"}, "docs"),
+        ("ls", {}, None),
+        ("async_bash_logs", {"id": RUN_ID}, None),
+        ("async_bash_kill", {"id": RUN_ID}, None),
+        ("ask_user", QUESTION, None),
+        # A host tool: a string command first, else its path, else its file_path.
+        ("editor", {"command": "sed -i s/a/b/ x", "path": "x"}, "sed -i s/a/b/ x"),
+        ("editor", {"path": "src/a.py", "file_path": "src/b.py"}, "src/a.py"),
+        ("editor", {"file_path": "src/b.py"}, "src/b.py"),
+        ("editor", {"command": ["not", "a", "string"], "file_path": "b"}, "b"),
+        ("editor", {"text": "no subject"}, None),
+        # Not a string, or no arguments object: no subject.
+        ("bash", {"command": 5}, None),
+        ("read", {"path": ["a"]}, None),
+        ("editor", {"path": 5, "file_path": "b"}, None),
+        ("bash", ["make"], None),
+        ("read", None, None),
+    ],
+)
+def test_subject_of_each_core_tool_and_a_host_tool(tool, arguments, subject):
+    assert tool_spec(tool).subject_of(arguments) == subject
+
+
+def test_a_path_tool_without_a_path_works_on_what_the_caller_names():
+    """The permission port passes ``"."``, the workspace root; a host tool or a tool without a
+    subject never gets it."""
+    assert [tool_spec(t).subject_of({}, no_path=".") for t in ("grep", "find", "ls")] == ["."] * 3
+    assert tool_spec("read").subject_of({"path": "a"}, no_path=".") == "a"
+    assert tool_spec("editor").subject_of({}, no_path=".") is None
+    assert tool_spec("ask_user").subject_of(QUESTION, no_path=".") is None
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "is_command"),
+    [
+        ("bash", {"command": "ls"}, True),
+        ("bash", {}, True),  # bash's subject is a command even when it is missing
+        ("editor", {"command": "ls"}, True),
+        ("editor", {"command": 5, "path": "a"}, False),
+        ("editor", {"path": "a"}, False),
+        ("read", {"path": "a", "command": "ls"}, False),
+    ],
+)
+def test_a_subject_is_a_command_for_bash_and_a_host_tool_with_a_string_command(
+    tool, arguments, is_command
+):
+    assert tool_spec(tool).subject_is_command(arguments) is is_command
+
+
+def test_subject_arguments_name_every_argument_subject_of_reads():
+    """A list reads only ``SUBJECT_ARGUMENTS`` from the database: with just those, every tool's
+    subject is the same as with its whole arguments."""
+    whole = {"command": "c", "path": "p", "file_path": "f", "pattern": "x", "id": RUN_ID}
+    only = {name: whole[name] for name in SUBJECT_ARGUMENTS}
+    for spec in [*CORE_TOOLS.values(), tool_spec("editor")]:
+        assert spec.subject_of(only) == spec.subject_of(whole), spec.name
+        assert spec.subject_of({**only, "command": None}) == spec.subject_of(
+            {**whole, "command": None}
+        )
