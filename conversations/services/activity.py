@@ -137,17 +137,15 @@ def activity_fold(
     *,
     tool_call_id: Any,
     update: dict[str, Any],
-    conversation_id: Any = None,
-    written: FoldWrite | None = None,
     tracked: bool = False,
     worker: str | None = None,
 ) -> ToolActivity | None:
     """Fold ``update`` into the call's activity and publish it with the new ``rev`` after
-    commit: the one way an activity changes after its creation.
+    commit: the one way an activity changes after its creation, but for the fold settlement
+    writes in its own statement (``fold_plan``; settlement publishes that one itself).
 
-    ``written``: the caller's own statement already wrote this fold (settlement's
-    compare-and-set held); it is only published. Otherwise the row is locked, folded and saved;
-    an update that changes nothing is not published. None when the call has no activity.
+    The row is locked, folded and saved; an update that changes nothing is not published. None
+    when the call has no activity.
 
     ``tracked``: the update comes from a host (the host tool port). Its output goes through the
     per-turn tracker with the row's memory (``_track``), in this same locked read, so the next
@@ -156,9 +154,6 @@ def activity_fold(
     ``worker``: the worker that claimed the call, kept on the row (the claim goes at
     settlement; the admin's call page still names the worker of a settled call).
     """
-    if written is not None:
-        publish_tool_updated(conversation_id, written.rev + 1, update)
-        return None
     activity = (
         ToolActivity.objects.select_for_update()
         .filter(tool_call_id=tool_call_id)

@@ -20,7 +20,8 @@ from ..errors import StaleClaim
 from ..models import ExecutionClaim, ToolCall
 from ..sql import vendor_sql
 from . import publish
-from .calls import call_moved
+from ._in_transaction import call_transition, call_transition_publish
+from .transitions import check_move
 
 S = ToolCall.State
 
@@ -56,12 +57,7 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
     """Claim a ``ready`` call the caller's transaction holds locked: ``running``,
     ``generation + 1``, a new token and a lease."""
     generation = call.generation + 1
-    changed = ToolCall.objects.filter(pk=call.pk, state=S.READY, generation=call.generation).update(
-        state=S.RUNNING, generation=generation, updated_at=now
-    )
-    if not changed:
-        return None
-    claim = ExecutionClaim.objects.create(
+    claim = ExecutionClaim(
         call=call,
         token=uuid.uuid4(),
         worker=worker,
@@ -70,11 +66,11 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
         heartbeat_at=now,
         expires_at=now + lease(),
     )
-    # The row as just written (no re-read): it is locked by this transaction.
-    call.state, call.generation, call.updated_at = S.RUNNING, generation, now
-    call.claim = claim
-    call_moved(call, "in_progress", fresh=True, worker=worker)
-    return Claim(call.pk, claim.token, generation, claim.expires_at)
+    # The row is locked by this transaction: no re-read.
+    moved = call_transition(
+        call, S.RUNNING, claim=claim, locked=True, generation=generation, updated_at=now
+    )
+    return Claim(call.pk, claim.token, generation, claim.expires_at) if moved else None
 
 
 def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
@@ -110,6 +106,9 @@ def claim_acquire_batch(
 
     Leases run from the database's now, not this process's: a worker whose clock is wrong
     neither keeps a claim past its lease nor sees another's run out early."""
+    # The SQL moves each call it picks ready → running in the statement, with no Python per
+    # row: that move is checked against the table once, for the batch.
+    check_move(S.READY, S.RUNNING)
     with publish.atomic():
         claimed = vendor_sql().claim_ready(
             tool_names=list(tool_names),
@@ -168,7 +167,7 @@ def claim_announce(claims: Sequence[Claim]) -> None:
 
 def _announce(claims: Sequence[Claim]) -> None:
     # Lock order as everywhere: the calls (oldest first, as claims pick them), then
-    # (call_moved) each one's activity.
+    # (call_transition_publish) each one's activity.
     held = {c.call_id: c.generation for c in claims}
     calls = (
         ToolCall.objects.select_for_update(of=("self",))
@@ -178,7 +177,7 @@ def _announce(claims: Sequence[Claim]) -> None:
     )
     for call in calls:
         if call.generation == held[call.pk]:
-            call_moved(call, "in_progress", fresh=True, worker=call.claim.worker)
+            call_transition_publish(call, from_state=S.READY)  # the batch's move
 
 
 def claim_renew(*, call_id: UUID | str, token: UUID | str, generation: int) -> datetime:

@@ -26,11 +26,9 @@ from ..grants import run_commands_require
 from ..models import ExecutionClaim, ToolCall
 from ..selectors import call_response_payload
 from . import publish
-from .calls import call_moved
+from ._in_transaction import call_made_ready, call_transition
 from .cancel import APPROVAL_DENIED
-from .runners import READY, announce, call_ready_run
 from .settlement import ResolutionGuard, call_settle
-from .transitions import call_move
 
 S = ToolCall.State
 _AWAITING = {"approval": S.AWAITING_APPROVAL, "input": S.AWAITING_INPUT}
@@ -273,37 +271,25 @@ def call_await_input(*, call_id: UUID | str, token: Any, generation: int) -> Non
                     _username(call.resolved_by),
                 ),
             }
-        call_move(
-            call_id=call.id,
-            from_state=S.RUNNING,
-            to_state=S.AWAITING_INPUT,
-            generation=generation,
+        call_transition(
+            call,
+            S.AWAITING_INPUT,
             interaction=interaction,
             supervision=supervision,
             resolution=None,
             resolution_request_id=None,
             resolved_by=None,
         )
-        call_moved(call, "awaiting_input", interaction=interaction)
 
 
 def _approve(call: ToolCall) -> str | None:
     """``awaiting_approval → ready``, saving the chosen suggested rule for this conversation
     when the approval persists; then the call's runner, after commit."""
+    interaction, resolution = call.interaction, call.resolution
     with publish.atomic():
-        moved = call_move(
-            call_id=call.id,
-            from_state=S.AWAITING_APPROVAL,
-            to_state=S.READY,
-            generation=call.generation,
-            interaction=None,
-            resolved_interaction=call.interaction,
-        )
-        if not moved:
+        if not call_made_ready(call, interaction=None, resolved_interaction=interaction):
             return None
-        rule = call.resolution.get("persist") and _rule_to_save(
-            call.interaction, call.resolution.get("rule")
-        )
+        rule = resolution.get("persist") and _rule_to_save(interaction, resolution.get("rule"))
         if rule:
             PermissionRule.objects.create(
                 conversation_id=call.conversation_id,
@@ -313,7 +299,4 @@ def _approve(call: ToolCall) -> str | None:
                 source=PermissionRule.Source.APPROVAL,
                 created_by_id=call.resolved_by_id,
             )
-        call_moved(call, "pending", interaction=None)
-        announce(READY, call.tool_name)
-    call_ready_run(call_id=call.id, tool_name=call.tool_name)
     return S.READY

@@ -16,11 +16,12 @@ from ..models import ConversationEvent, ToolCall, Turn
 from ..selectors import call_response, call_responses
 from ..shapes import event_wire, settled_call_wire
 from . import publish
+from ._in_transaction import call_create
 from .activity import next_ordinal
-from .calls import call_create, command_call_id, model_call_id
+from .calls import command_call_id, model_call_id
 from .events import conversation_lock, event_append
 from .message_limits import message_check
-from .supervision import calls_ready_run, calls_supervise
+from .supervision import calls_supervise
 from .turns import turn_create, turn_open_find
 
 E = ConversationEvent.Type
@@ -108,7 +109,7 @@ def message_post(
             calls = _create_calls(event, content) if event_type == E.ASSISTANT_MESSAGE else []
             for call in calls:
                 call.conversation = conversation  # supervision reads its workspace
-            ready = calls_supervise(calls=calls)
+            calls_supervise(calls=calls)
     except IntegrityError as exc:
         # Two posts of one messageId raced past the check; the loser answers from the record.
         recorded = ConversationEvent.objects.filter(
@@ -121,7 +122,6 @@ def message_post(
                 f"Message {message_id} was recorded with other content.", field="messageId"
             ) from exc
         return Posted(created=False, body=_message_body(recorded))
-    calls_ready_run(calls=ready)
     return Posted(created=True, body=_message_body(event), call_ids=[call.id for call in calls])
 
 
@@ -224,6 +224,5 @@ def command_post(
             after_sequence=conversation.last_sequence,  # its turn begins after the last event
         )
         call.conversation = conversation
-        ready = calls_supervise(calls=[call])
-    calls_ready_run(calls=ready)
+        calls_supervise(calls=[call])
     return Posted(created=True, body=_command_body(turn), call_ids=[call.id])

@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -259,29 +259,51 @@ def _deliver(item: Message) -> None:
         outbox.append(item)
 
 
+def then(step: Callable[[], object]) -> None:
+    """Take ``step`` once the enclosing ``atomic()`` block is over and what it published went
+    out: what the runtime does with a change after its commit (a call made ready is handed to
+    its tool's runner, ``_in_transaction.call_made_ready``). Steps run in the order given;
+    nested blocks hand theirs to the outermost. Inside a block only; a block that raises takes
+    none. A step whose change a savepoint rolled back still runs: it finds nothing to do (a
+    runner takes only a call still ``ready``)."""
+    steps: list[Callable[[], object]] | None = getattr(_collector, "then", None)
+    if steps is None:
+        raise RuntimeError("publish.then() needs an enclosing publish.atomic() block")
+    steps.append(step)
+
+
 @contextlib.contextmanager
 def atomic() -> Iterator[None]:
     """``transaction.atomic()`` whose publications go out together after its commit: one
-    channel-layer message per group, in the order they were published.
+    channel-layer message per group, in the order they were published; then the steps given
+    to ``then``.
 
-    Nested in another transaction it is a plain savepoint: the outer collector (or, under a
-    plain ``transaction.atomic()``, each message after the outer commit) sends."""
-    if (
-        getattr(_collector, "outbox", None) is not None
-        or transaction.get_connection().in_atomic_block
-    ):
+    Nested in another ``atomic()`` it is a plain savepoint: the outer block sends and takes the
+    steps. Under a plain ``transaction.atomic()`` each message goes out on its own after the
+    outer commit, and the steps are taken when this block ends."""
+    if getattr(_collector, "then", None) is not None:
         with transaction.atomic():
             yield
         return
+    steps: list[Callable[[], object]] = []
     outbox: list[Message] = []
-    _collector.outbox = outbox
+    _collector.then = steps
     try:
-        with transaction.atomic():
-            yield
-        # The commit ran the on_commit callbacks: they filled the outbox.
+        if transaction.get_connection().in_atomic_block:
+            with transaction.atomic():
+                yield
+        else:
+            _collector.outbox = outbox
+            with transaction.atomic():
+                yield
+            # The commit ran the on_commit callbacks: they filled the outbox.
     finally:
         _collector.outbox = None
-    send_now(outbox)
+        _collector.then = None
+    if outbox:
+        send_now(outbox)
+    for step in steps:
+        step()
 
 
 # --- What the core publishes -----------------------------------------------------------------

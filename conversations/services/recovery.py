@@ -33,17 +33,16 @@ from ..selectors import call_response_payload
 from ..shapes import iso
 from ..sql import vendor_sql
 from . import publish
+from ._in_transaction import call_made_ready
 from .activity import activity_fold
 from .async_runs import async_run_lose, async_runs_stale
-from .calls import call_moved
 from .cancel import INDETERMINATE_REASON
 from .interactions import resolution_apply
 from .launches import launch_lose, launches_stale
 from .left_processes import left_process_record
-from .runners import READY, REVOKED, announce, call_ready_run, runner_tools
+from .runners import call_ready_run, runner_tools
 from .settlement import GenerationGuard, call_settle
 from .supervision import call_supervise
-from .transitions import check_move
 
 S = ToolCall.State
 logger = logging.getLogger(__name__)
@@ -66,20 +65,10 @@ def _expired_claim(call: ToolCall) -> bool:
 
 
 def _requeue(call: ToolCall) -> bool:
-    """``running → ready`` with ``attempt + 1`` and the claim removed: the call row, then its
-    claim, the lock order of every writer."""
-    check_move(S.RUNNING, S.READY)
+    """``running → ready`` with ``attempt + 1``, the claim removed and its holder told to stop
+    (the call row, then its claim: the lock order of every writer)."""
     with publish.atomic():
-        moved = ToolCall.objects.filter(
-            pk=call.pk, state=S.RUNNING, generation=call.generation
-        ).update(state=S.READY, attempt=F("attempt") + 1)
-        if not moved:
-            return False
-        ExecutionClaim.objects.filter(call_id=call.pk).delete()
-        call_moved(call, "pending")
-        announce(REVOKED, call.pk)  # a holder still running it stops
-        announce(READY, call.tool_name)
-    return True
+        return call_made_ready(call, revoke=True, attempt=F("attempt") + 1)
 
 
 def _leave(claim: ExecutionClaim | None, label: str) -> None:

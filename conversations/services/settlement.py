@@ -433,13 +433,10 @@ def _commit(
             timed_out=bool(process.get("timed_out")),
             timeout_seconds=process.get("timeout_seconds"),
         )
-    # The fold the write carried, or (not read, or moved meanwhile) again with the row locked.
-    activity_fold(
-        tool_call_id=call.id,
-        conversation_id=call.conversation_id,
-        update=update,
-        written=plan if row.activity_written else None,
-    )
+    if plan is not None and row.activity_written:  # the write carried the fold: publish it
+        publish.publish_tool_updated(call.conversation_id, plan.rev + 1, update)
+    else:  # not read, or moved meanwhile: folded again, with the row locked
+        activity_fold(tool_call_id=call.id, update=update)
     publish_call_removed(
         conversation_id=call.conversation_id, call_id=call.id, turn_id=call.turn_id
     )

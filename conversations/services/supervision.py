@@ -13,10 +13,8 @@ from tools.workspaces import PathRefused, conversation_workspace
 from ..errors import DomainError
 from ..models import ToolCall
 from . import publish
-from .calls import call_moved
-from .runners import READY, announce, call_ready_run
+from ._in_transaction import call_made_ready, call_transition
 from .settlement import GenerationGuard, call_settle
-from .transitions import call_move
 
 S = ToolCall.State
 
@@ -32,24 +30,16 @@ def call_supervise(*, call_id: UUID | str) -> str | None:
         call = ToolCall.objects.select_related("conversation").filter(pk=call_id).first()
         if call is None or call.state != S.SUPERVISING:
             return None
-        state = _supervise(call)
-    if state == S.READY:
-        call_ready_run(call_id=call.id, tool_name=call.tool_name)
-    return state
+        return _supervise(call)
 
 
-def calls_supervise(*, calls: list[ToolCall]) -> list[ToolCall]:
+def calls_supervise(*, calls: list[ToolCall]) -> None:
     """Supervise new calls in the caller's transaction (the one that created them, with the
-    conversation locked): if it rolls back, so does their supervision, and a retry does it all
-    again. The calls made ``ready``, for the caller to hand to ``calls_ready_run`` after its
-    commit."""
-    return [call for call in calls if _supervise(call) == S.READY]
-
-
-def calls_ready_run(*, calls: list[ToolCall]) -> None:
-    """After the commit that made ``calls`` ready: each to its tool's runner, if it has one."""
+    conversation locked, inside its ``publish.atomic()``): if it rolls back, so does their
+    supervision, and a retry does it all again. The calls made ``ready`` go to their tools'
+    runners after its commit (``call_made_ready``)."""
     for call in calls:
-        call_ready_run(call_id=call.id, tool_name=call.tool_name)
+        _supervise(call)
 
 
 def _supervise(call: ToolCall) -> str | None:
@@ -60,8 +50,8 @@ def _supervise(call: ToolCall) -> str | None:
     cannot be resolved or a refused workspace (the message names the path); ``deny`` settles
     ``denied``.
     For a command the user typed, ``ask`` counts as ``allow``. Returns the new state or outcome,
-    or None when someone else moved the call first. Hands nothing to a runner: the caller does,
-    after its commit.
+    or None when someone else moved the call first. A call made ready goes to its runner after
+    the caller's commit (``call_made_ready``).
     """
     spec = tool_spec(call.tool_name)
     try:
@@ -81,33 +71,16 @@ def _supervise(call: ToolCall) -> str | None:
         supervision["effective"] = "allow"
     if effective == "deny":
         return _settle(call, "denied", reason=decision.reason, supervision=supervision)
-    fields: dict[str, Any] = {"supervision": supervision}
     if effective == "ask":
-        to_state = S.AWAITING_APPROVAL
-        fields["interaction"] = {
+        interaction = {
             "kind": "approval",
-            "request": {
-                "reason": decision.reason,
-                "suggestedRules": suggested,
-            },
+            "request": {"reason": decision.reason, "suggestedRules": suggested},
         }
-    else:
-        to_state = S.READY
-    moved = call_move(
-        call_id=call.id,
-        from_state=S.SUPERVISING,
-        to_state=to_state,
-        generation=call.generation,
-        **fields,
-    )
-    if not moved:
-        return None
-    if to_state == S.AWAITING_APPROVAL:
-        call_moved(call, "awaiting_approval", interaction=fields["interaction"])
-    else:
-        call_moved(call)
-        announce(READY, call.tool_name)
-    return to_state
+        moved = call_transition(
+            call, S.AWAITING_APPROVAL, supervision=supervision, interaction=interaction
+        )
+        return S.AWAITING_APPROVAL if moved else None
+    return S.READY if call_made_ready(call, supervision=supervision) else None
 
 
 def _fail(call: ToolCall, reason: str, field: str | None) -> str | None:

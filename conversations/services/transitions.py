@@ -1,10 +1,11 @@
-"""The call state machine (docs/subsystems/lifecycle.md, "Call states"). Any other transition
-is refused and changes nothing."""
+"""The call state machine (docs/subsystems/lifecycle.md, "Call states"): the table of moves
+and settlements. Any other transition is refused and changes nothing.
+
+The table is checked by whatever changes a call's state: ``_in_transaction.call_transition``
+(every move), ``claims.claim_acquire_batch`` (its SQL's move, once for the batch) and
+``settlement.call_settle`` (``settled_outcome``)."""
 
 from __future__ import annotations
-
-from typing import Any
-from uuid import UUID
 
 from ..errors import InvalidTransition
 from ..models import ToolCall
@@ -39,6 +40,7 @@ REFUSED_READS_DENIED = frozenset({"failed", "cancelled"})
 
 
 def check_move(from_state: str, to_state: str) -> None:
+    """Nothing when the table allows ``from_state → to_state``; ``InvalidTransition`` else."""
     if (from_state, to_state) not in MOVES:
         raise InvalidTransition(f"A call cannot go from {from_state} to {to_state}.")
 
@@ -55,16 +57,3 @@ def settled_outcome(from_state: str, outcome: str, *, permission_refused: bool) 
     if from_state not in allowed:
         raise InvalidTransition(f"A call cannot settle {outcome} from {from_state}.")
     return outcome
-
-
-def call_move(
-    *, call_id: UUID | str, from_state: str, to_state: str, generation: int, **fields: Any
-) -> int:
-    """Compare-and-set one unfinished call from ``from_state`` at ``generation`` to ``to_state``.
-
-    Returns the number of rows changed (0 when someone else moved or settled the call first).
-    """
-    check_move(from_state, to_state)
-    return ToolCall.objects.filter(pk=call_id, state=from_state, generation=generation).update(
-        state=to_state, **fields
-    )

@@ -14,7 +14,7 @@ from channels.layers import get_channel_layer
 
 from conversations.models import ToolCall
 from conversations.services import publish
-from conversations.services.calls import call_create
+from conversations.services._in_transaction import call_create
 from conversations.services.events import conversation_lock
 from conversations.services.publish import conversation_group, unpack
 from conversations.services.supervision import call_supervise

@@ -219,10 +219,10 @@ def test_ask_user_after_an_approval_gets_its_input_slot(user):
 
 
 def test_an_ask_user_left_ready_by_a_crash_is_run_by_recovery(user, monkeypatch):
-    from conversations.services import supervision
+    from conversations.services import _in_transaction
     from conversations.services.recovery import recover_all
 
-    monkeypatch.setattr(supervision, "call_ready_run", lambda **kwargs: False)  # "crashed" here
+    monkeypatch.setattr(_in_transaction, "call_ready_run", lambda **kwargs: False)  # "crashed" here
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(

@@ -177,3 +177,40 @@ def test_outside_a_transaction_a_message_goes_at_once(settings):
     layer, channel = _joined("conv.c1")
     publish.later("conv.c1", {"type": "t", "n": 1})
     assert _received(layer, channel) == [{"type": "t", "n": 1}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_steps_given_to_then_follow_the_commit_and_its_publications(settings):
+    """``publish.then``: the runtime's steps (a call handed to its runner) are taken after the
+    commit, once what the block published went out, in order; a nested block hands its steps
+    to the outermost; a block that raises takes none."""
+    from django.db import connection
+
+    from conversations.services import publish
+
+    settings.CHANNEL_LAYERS = IN_MEMORY
+    layer, channel = _joined("conv.c1")
+    taken = []
+
+    def step(n):
+        def take():
+            taken.append(
+                (n, connection.in_atomic_block, [m["n"] for m in _received(layer, channel)])
+            )
+
+        return take
+
+    with publish.atomic():
+        publish.later("conv.c1", {"type": "t", "n": 1})
+        publish.then(step("a"))
+        with publish.atomic():  # nested: its step waits for the outer block
+            publish.then(step("b"))
+        assert taken == []
+    # After the commit (no transaction open), the publications already sent.
+    assert taken == [("a", False, [1]), ("b", False, [])]
+    with pytest.raises(RuntimeError), publish.atomic():
+        publish.then(step("c"))
+        raise RuntimeError("rolled back")
+    assert [n for n, *_ in taken] == ["a", "b"]
+    with pytest.raises(RuntimeError, match="publish.atomic"):
+        publish.then(step("d"))  # a step needs a block to follow

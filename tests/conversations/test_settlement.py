@@ -202,9 +202,9 @@ def test_settling_with_an_outcome_the_state_does_not_allow_is_refused(user):
 def test_a_move_that_keeps_the_generation_still_beats_a_compare_and_set(user):
     """running → awaiting_input keeps the generation: a cancel that read `running` and chose
     `indeterminate` must lose, then settle `cancelled` on a fresh read."""
-    from conversations.services import settlement
+    from conversations.services import publish, settlement
+    from conversations.services._in_transaction import call_transition
     from conversations.services.cancel import call_cancel
-    from conversations.services.transitions import call_move
 
     _, call_id = _ready_host_call(user)
     claim = claim_acquire(call_id=call_id, worker="w1")
@@ -213,15 +213,15 @@ def test_a_move_that_keeps_the_generation_still_beats_a_compare_and_set(user):
 
     def prepare_then_move(call, **kwargs):
         if not moved:  # the handler asks the user while the cancel prepares
-            moved.append(
-                call_move(
-                    call_id=call_id,
-                    from_state="running",
-                    to_state="awaiting_input",
-                    generation=claim.generation,
-                    interaction={"kind": "input", "request": {"questions": []}},
+            with publish.atomic():
+                running = ToolCall.objects.get(pk=call_id, generation=claim.generation)
+                moved.append(
+                    call_transition(
+                        running,
+                        "awaiting_input",
+                        interaction={"kind": "input", "request": {"questions": []}},
+                    )
                 )
-            )
         return real_prepare(call, **kwargs)
 
     with mock.patch.object(settlement, "_prepare", side_effect=prepare_then_move):

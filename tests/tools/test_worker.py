@@ -173,9 +173,9 @@ def test_a_call_made_ready_while_the_worker_was_down_is_found_at_start(user):
 
 
 def test_ask_user_left_ready_is_run_by_a_worker(user, monkeypatch):
-    from conversations.services import supervision
+    from conversations.services import _in_transaction
 
-    monkeypatch.setattr(supervision, "call_ready_run", lambda **kwargs: False)  # "crashed"
+    monkeypatch.setattr(_in_transaction, "call_ready_run", lambda **kwargs: False)  # "crashed"
     questions = [{"id": "go", "question": "Proceed?"}]
     (call_id,) = _ready(user, ("ask_user", {"questions": questions}))
     assert ToolCall.objects.get(pk=call_id).state == "ready"
