@@ -46,13 +46,13 @@ from projections.json_cost import json_cost
 from projections.tool_output import TOOL_OUTPUT_MAX_BYTES
 
 from . import selectors
-from .api_base import field_of, strict_loads
+from .api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
+from .api.schemas.conversations import ApprovalIn, InputIn, ResolutionIn
+from .bodies import field_of, strict_loads
 from .detached import socket_database
 from .errors import DomainError, NotFound, ValidationFailed
 from .fields import dumps
 from .models import Conversation
-from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
-from .schemas import ApprovalIn, InputIn, ResolutionIn
 from .services.interactions import call_resolve
 from .services.launches import launch_wire, workbench_group
 from .services.publish import conversation_group, live_layer_alias, unpack
@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 1024 * 1024  # a client frame above this closes the socket with 1009
 CLOSE_UNAUTHENTICATED = 4401
-# A failed bearer token from an address locked out for too many of them (conversations/throttle.py);
+# A failed bearer token from an address locked out for too many of them (conversations/api/throttle.py);
 # the close reason says until when.
 CLOSE_THROTTLED = 4429
 CLOSE_TOO_BIG = 1009

@@ -9,7 +9,7 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from config.asgi import application
-from conversations.auth import token_create, token_revoke
+from conversations.api.auth import token_create, token_revoke
 from conversations.models import ApiToken
 from conversations.ws_auth import _invalid
 

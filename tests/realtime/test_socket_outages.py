@@ -11,7 +11,7 @@ import pytest
 from django.db import OperationalError
 
 from conversations import consumers, ws_auth
-from conversations.outages import CLOSE_TRY_AGAIN_LATER
+from conversations.api.outages import CLOSE_TRY_AGAIN_LATER
 
 from .helpers import connect, conversation_with_turn, hello, receive, send, token_for
 from .test_resolve_and_workbench import ALLOW, awaiting_bash

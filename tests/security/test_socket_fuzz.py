@@ -17,7 +17,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.consumers import MAX_FRAME_BYTES, MAX_SUBSCRIPTIONS
 from conversations.models import Conversation, ConversationEvent, ToolCall, Turn
 from tests.conversations.api_helpers import bash_awaiting_approval
