@@ -40,11 +40,11 @@ from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from .api.auth import token_authenticate
-from .api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
-from .api.throttle import scope_address, token_failure, token_lockout_text
-from .detached import socket_database
-from .models import ApiToken
+from ..api.auth import token_authenticate
+from ..api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
+from ..api.throttle import scope_address, token_failure, token_lockout_text
+from ..detached import socket_database
+from ..models import ApiToken
 
 logger = logging.getLogger(__name__)
 
