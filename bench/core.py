@@ -274,7 +274,7 @@ def bench_events(connection, user, n: int):
     from django.db import transaction
     from django.test import Client
 
-    from conversations.auth import token_create
+    from conversations.api.auth import token_create
     from conversations.models import Conversation, ConversationEvent
     from conversations.services.conversations import conversation_create
 

@@ -163,7 +163,7 @@ class Bench:
         self.connection = django_on_bench_database()
         from django.contrib.auth import get_user_model  # once Django is set up
 
-        from conversations.auth import token_create
+        from conversations.api.auth import token_create
 
         self.vendor = self.connection.vendor
         self.user = get_user_model().objects.create(username="bench")
@@ -841,7 +841,7 @@ def bench_history(bench: Bench, table: Table, runs: int) -> None:
     figure = f"history page (`limit=50`) of {HISTORY_CALLS:,} calls"
     client = Client(HTTP_AUTHORIZATION=f"Bearer {bench.token}")
     probe, _ = _conversation(bench, "history probe")
-    refusals = logging.getLogger("conversations.middleware")  # logs each 404 as a warning
+    refusals = logging.getLogger("conversations.api.middleware")  # logs each 404 as a warning
     level = refusals.level
     refusals.setLevel(logging.ERROR)
     try:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from conversations.consumers import MAX_FRAME_BYTES
+from conversations.realtime.base import MAX_FRAME_BYTES
 
 BACKLOG_EXTENSION = "toolcore.backlog"
 

@@ -41,7 +41,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.urls import resolve, set_script_prefix
 
-from conversations.outages import OUTAGES, unavailable_response
+from conversations.api.outages import OUTAGES, unavailable_response
 
 logger = logging.getLogger(__name__)
 

@@ -105,10 +105,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # First: /healthz answers before anything validates the Host header.
-    "conversations.health.HealthzMiddleware",
+    "conversations.api.health.HealthzMiddleware",
     # Then a Host not in ALLOWED_HOSTS: one warning and a 400 (JSON for the API and /readyz).
-    "conversations.hosts.AllowedHostMiddleware",
-    "conversations.middleware.ApiErrorMiddleware",
+    "conversations.api.hosts.AllowedHostMiddleware",
+    "conversations.api.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -300,7 +300,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=TOOLCORE_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = _LOCKOUT_BY[TOOLCORE_LOCKOUT_BY]
 # The address the ASGI server established (daphne --proxy-headers: the proxy's X-Forwarded-For),
 # never a header axes would read itself, which a client could set.
-AXES_CLIENT_IP_CALLABLE = "conversations.throttle.client_address"
+AXES_CLIENT_IP_CALLABLE = "conversations.api.throttle.client_address"
 # Tries while locked are not counted, so the lockout ends when its page says it does; a
 # successful login does not wipe the count (else one valid account resets a guesser's budget).
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False

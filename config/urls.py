@@ -2,11 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from conversations.api import assets_router, calls_router, router
-from conversations.api_base import api, openapi_json
+from conversations.api.assets import assets_router
+from conversations.api.base import api, openapi_json
+from conversations.api.calls import calls_router
+from conversations.api.conversations import router
+from conversations.api.health import healthz, readyz
 from conversations.api_host import host_router
 from conversations.api_runs import launches_router, runs_router
-from conversations.health import healthz, readyz
 from conversations.web import conversation_list, conversation_page, favicon, workbench_page
 
 api.add_router("/", router)

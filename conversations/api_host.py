@@ -11,11 +11,11 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
+from .api.responses import json_response
+from .api.schemas.common import PathId
+from .api.schemas.conversations import SettledCallOut, errors
 from .claim_tokens import holder_name
 from .models import ApiToken
-from .responses import json_response
-from .schemas import SettledCallOut, errors
-from .schemas_common import PathId
 from .schemas_host import HostClaimsIn, HostClaimsOut, HostSettleIn, HostUpdateIn, HostUpdateOut
 from .services.host import host_claim, host_settle, host_update
 from .shapes import iso, settled_call_wire

@@ -16,13 +16,14 @@ from projections.logpages import PageParamError, read_page
 from tools.models import Launch
 
 from . import selectors
-from .auth import AsyncAuth
+from .api.auth import AsyncAuth
+from .api.responses import json_response
+from .api.schemas.common import PathId
+from .api.schemas.conversations import LinesPageOut, errors
+from .api.schemas.runs import AsyncRunOut
 from .detached import detached
 from .errors import ValidationFailed
-from .responses import json_response
-from .schemas import LinesPageOut, errors
-from .schemas_common import PathId
-from .schemas_runs import AsyncRunOut, LaunchIn, LaunchOut, LaunchPage, LogQuery
+from .schemas_runs import LaunchIn, LaunchOut, LaunchPage, LogQuery
 from .services.async_runs import async_run_end_wait, async_run_kill
 from .services.launches import launch_create, launch_folder, launch_for, launch_stop, launch_wire
 from .shapes import async_run_wire

@@ -1,4 +1,4 @@
-"""Domain errors, mapped once to HTTP (conversations/api_base.py) and websocket error frames."""
+"""Domain errors, mapped once to HTTP (conversations/api/base.py) and websocket error frames."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ class PlainFormatter(logging.Formatter):
 
 class ApiRefusalFilter(logging.Filter):
     """Drops Django's own record of a 4xx answer under ``/api/`` ("Not Found: …"): the API logs
-    each refusal once, with its error code (``conversations.middleware``)."""
+    each refusal once, with its error code (``conversations.api.middleware``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         status = getattr(record, "status_code", None)

@@ -1,4 +1,5 @@
-"""Schemas of the async-run and launch endpoints (camelCase on the wire)."""
+"""Schemas of the launch endpoints and of the log pages of runs and launches (camelCase on the
+wire); an async run itself is ``api/schemas/runs.py``'s ``AsyncRunOut``."""
 
 from __future__ import annotations
 
@@ -8,27 +9,9 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import Field
 
-from .schemas_common import In, Out, ProcessStatus
+from .api.schemas.common import In, Out, ProcessStatus
 
 Stream = Literal["output", "stdout", "stderr"]
-
-
-class AsyncRunOut(Out):
-    """A background shell command, started by a `bash` call."""
-
-    id: UUID
-    conversationId: UUID
-    toolCallId: UUID = Field(description="The `bash` call that started it.")
-    command: str
-    cwd: str
-    status: ProcessStatus
-    exitCode: int | None
-    signal: str | None = Field(description='The signal that ended it, e.g. "SIGKILL".')
-    pid: int | None
-    startedAt: str
-    finishedAt: str | None
-    noticeSequence: int | None = Field(description="The sequence of its `async_bash_event`.")
-    acknowledged: bool
 
 
 class LaunchIn(In):

@@ -21,9 +21,9 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
 from . import selectors
+from .api.throttle import Lockout, client_address, cooloff, login_unlock_at
 from .errors import NotFound, ValidationFailed
 from .grants import may_run_commands
-from .throttle import Lockout, client_address, cooloff, login_unlock_at
 
 CONVERSATIONS_PER_PAGE = 50
 API_BASE = "/api/v1"

@@ -9,7 +9,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.core.cache import caches
 from django.test import Client
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.services.publish import publisher
 
 from .factories import UserFactory

@@ -40,7 +40,7 @@ TOML) or a folder are not looked up. A name is cited with its module as:
   ```services/activity.py` `activity_create` (`after_sequence`)```;
 - a name, ``in``, its path: ```LOGGING` in `config/settings.py```;
 - a dotted name whose head is a module of an app (``tools.runtime.handlers.register()``) or of
-  ``conversations/`` (``models.EVENT_TYPES``, ``api_base.StrictJSONParser``), or a path written
+  ``conversations/`` (``models.EVENT_TYPES``, ``bodies.strict_loads``), or a path written
   so (``services/exits.command_exit_record``). A dotted name whose head is only an app
   (``tools.run_commands``, a permission) or no module (``tool_call.changed``) is prose;
 - ``Class.member`` alone, when the class is one of the apps' classes (``Watchers.kill``);
@@ -586,7 +586,7 @@ BROKEN_REFERENCES = [
     ("`tools/runtime/capture.py` `LiveOutput`", "LiveOutput"),
     ("`tools/runtime/watchers.py` `Watchers.kill_orphans`", "Watchers.kill_orphans"),
     ("sweeps (`Watchers.kill_orphans`):", "kill_orphans"),
-    ("`api_base.py` `_field_of`", "_field_of"),
+    ("`bodies.py` `_field_of`", "_field_of"),
     ("`tools/runtime/worker.py` (`Worker.run`, `_pick_up`)", "_pick_up"),  # a method, bare
     ("`config/hook_thread.py`", "hook_thread"),
     ("`projections/process.py:read_page`", "read_page"),

@@ -35,7 +35,7 @@ class SupportGroupAdmin(GroupAdmin):
 
 @admin.register(AccessAttempt)
 class FailedLoginAdmin(SupportAdmin):
-    """Failed logins django-axes counts (conversations/throttle.py): one row per address,
+    """Failed logins django-axes counts (conversations/api/throttle.py): one row per address,
     username and browser, with its failures and the last one's time. Read-only; deleting a
     row forgets its failures (``manage.py throttle_reset ADDRESS`` does it for an address)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from ..auth import token_revoke
+from ..api.auth import token_revoke
 from ..models import ApiToken
 from .common import ExactSearchMixin, ReadOnlyAdmin
 from .filters import TokenStatusFilter

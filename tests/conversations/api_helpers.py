@@ -191,7 +191,8 @@ def world_state(world: World) -> dict[str, Any]:
     }
 
 
-# Every route of docs/subsystems/api.md's table that conversations/api.py serves, with a valid body.
+# Every route of docs/subsystems/api.md's table that the routers of conversations/api/ serve, with a
+# valid body.
 ROUTES: list[tuple[str, str, Any]] = [
     ("get", "/conversations/{cid}", None),
     ("delete", "/conversations/{cid}", None),

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connections
 
 from config.asgi import application
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.services.claims import claim_acquire
 from conversations.services.publish import turn_group
 from conversations.services.settlement import ClaimGuard, call_settle

@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.models import (
     ApiToken,
     Asset,

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.admin.common import CappedCountPaginator
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.models import ConversationEvent, ToolCall
 from conversations.services.async_runs import async_run_start
 from conversations.services.claims import claim_acquire

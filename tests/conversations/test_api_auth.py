@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from conversations.auth import token_create, token_revoke
+from conversations.api.auth import token_create, token_revoke
 from conversations.models import (
     ApiToken,
     Conversation,

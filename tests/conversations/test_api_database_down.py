@@ -16,7 +16,7 @@ from django.db import OperationalError, close_old_connections, connection
 from django.middleware.common import CommonMiddleware
 
 from conversations import selectors
-from conversations.api_base import api as ninja_api
+from conversations.api.base import api as ninja_api
 from tests.faults.helpers import admin_url, terminate_backends
 
 from .api_helpers import API, assert_error
@@ -94,7 +94,9 @@ def test_an_outage_in_a_ninja_view_is_503_in_every_mode(api, settings, monkeypat
 @pytest.mark.parametrize("debug", [True, False], ids=["debug-on", "debug-off"])
 def test_an_outage_in_the_async_barrier_view_is_503(api, user, settings, monkeypatch, debug):
     settings.DEBUG = debug
-    monkeypatch.setattr("conversations.api._barrier_scope", _raising(OUTAGES["django"][0]))
+    monkeypatch.setattr(
+        "conversations.api.conversations._barrier_scope", _raising(OUTAGES["django"][0])
+    )
     cid = tid = "00000000-0000-0000-0000-000000000000"
     _unavailable(api.get(f"{API}/conversations/{cid}/turns/{tid}/results?wait=1"))
 

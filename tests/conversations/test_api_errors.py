@@ -632,7 +632,7 @@ def test_a_chunked_body_without_content_length_is_held_to_the_limit_too(user):
     from asgiref.testing import ApplicationCommunicator
     from django.core.handlers.asgi import ASGIHandler
 
-    from conversations.auth import token_create
+    from conversations.api.auth import token_create
 
     _, secret = token_create(user=user, name="chunked")
     conversation = new_conversation(user)

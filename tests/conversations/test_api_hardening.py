@@ -392,7 +392,7 @@ def test_a_sent_authorization_header_is_judged_alone_on_every_route(user, other_
 
 
 def _bearer(user) -> dict[str, str]:
-    from conversations.auth import token_create
+    from conversations.api.auth import token_create
 
     _, secret = token_create(user=user, name="t")
     return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection, connections
 from django.test import AsyncClient
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 
 from .barrier_helpers import settle
 from .helpers import assistant_calls, new_conversation, open_turn

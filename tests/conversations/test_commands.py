@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, Permission
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from conversations.auth import token_authenticate, token_digest
+from conversations.api.auth import token_authenticate, token_digest
 from conversations.grants import may_run_commands
 from conversations.models import ApiToken, Conversation, ConversationEvent, ToolCall
 from conversations.services.claims import claim_acquire

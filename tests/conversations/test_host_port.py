@@ -17,7 +17,7 @@ from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
-from conversations.auth import token_create, token_revoke
+from conversations.api.auth import token_create, token_revoke
 from conversations.models import (
     Asset,
     Conversation,

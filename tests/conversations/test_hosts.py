@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from conversations.hosts import REFUSED_MESSAGE
+from conversations.api.hosts import REFUSED_MESSAGE
 
 from .test_health import PROBE_HOST, _asgi_get
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter
 
-from conversations.schemas import ApprovalIn, InputIn, ResolutionIn
+from conversations.api.schemas.conversations import ApprovalIn, InputIn, ResolutionIn
 
 RESOLUTION = TypeAdapter(ResolutionIn)
 

@@ -313,7 +313,7 @@ class Site:
         self.manage(
             "shell",
             "-c",
-            "from conversations.auth import token_revoke\n"
+            "from conversations.api.auth import token_revoke\n"
             f"assert token_revoke(token_id={int(token_id)})",
         )
 

@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from config.asgi import application
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.services.publish import publisher
 from tests.conversations.helpers import new_conversation, open_turn
 

@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from config.asgi import application
-from conversations.consumers import (
+from conversations.realtime.delivery import (
     DURABLE_HIGH_BYTES,
     REPLAY_FIRST_READ_EVENTS,
     REPLAY_READ_BYTES,

@@ -9,9 +9,9 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from config.asgi import application
-from conversations.auth import token_create, token_revoke
+from conversations.api.auth import token_create, token_revoke
 from conversations.models import ApiToken
-from conversations.ws_auth import _invalid
+from conversations.realtime.ws_auth import _invalid
 
 from .helpers import connect, conversation_with_turn, hello, receive, send, token_for
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 from django.db import OperationalError
 
-from conversations import consumers, ws_auth
-from conversations.outages import CLOSE_TRY_AGAIN_LATER
+from conversations.api.outages import CLOSE_TRY_AGAIN_LATER
+from conversations.realtime import conversation as conversation_socket
+from conversations.realtime import workbench, ws_auth
 
 from .helpers import connect, conversation_with_turn, hello, receive, send, token_for
 from .test_resolve_and_workbench import ALLOW, awaiting_bash
@@ -36,7 +37,9 @@ def _failing_once(real):
 async def test_a_subscription_that_meets_an_outage_is_refused_and_may_be_sent_again(
     user, monkeypatch
 ):
-    monkeypatch.setattr(consumers, "snapshot_read", _failing_once(consumers.snapshot_read))
+    monkeypatch.setattr(
+        conversation_socket, "snapshot_read", _failing_once(conversation_socket.snapshot_read)
+    )
     conversation, _ = await conversation_with_turn(user)
     cid = str(conversation.pk)
     socket = await connect(await token_for(user))
@@ -61,7 +64,9 @@ async def test_a_resolution_that_meets_an_outage_records_nothing_and_may_be_sent
     user, monkeypatch
 ):
     call_id = await awaiting_bash(user)
-    monkeypatch.setattr(consumers, "call_resolve", _failing_once(consumers.call_resolve))
+    monkeypatch.setattr(
+        conversation_socket, "call_resolve", _failing_once(conversation_socket.call_resolve)
+    )
     socket = await connect(await token_for(user))
     await hello(socket)
     frame = {"type": "resolve", "toolCallId": call_id, "requestId": "r1", **ALLOW}
@@ -90,7 +95,7 @@ async def test_a_workbench_socket_without_its_snapshot_is_closed_1013(user, monk
     async def launches(self):
         raise OUTAGE
 
-    monkeypatch.setattr(consumers.WorkbenchConsumer, "_launches", launches)
+    monkeypatch.setattr(workbench.WorkbenchConsumer, "_launches", launches)
     socket = await connect(await token_for(user), path="/ws/workbench/")
     assert await socket.receive_output(timeout=5) == {
         "type": "websocket.close",

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
 )
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.models import Conversation
 from tests.conversations.api_helpers import build_world, grant_run_commands
 

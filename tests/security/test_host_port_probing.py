@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.services.cancel import call_cancel
 from conversations.services.claims import claim_acquire
 from conversations.services.recovery import recover_call

@@ -1,6 +1,6 @@
 """Failed credentials from one address are throttled (docs/security.md, "Failed logins and
 tokens"): logins on the pages and the admin (django-axes), bearer tokens on the REST API and
-the websocket handshakes (conversations/throttle.py). Each test sets a small limit; the rest of
+the websocket handshakes (conversations/api/throttle.py). Each test sets a small limit; the rest of
 the suite runs with a limit high enough for its deliberate bad credentials."""
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def test_failed_tokens_lock_the_address_out_with_429_json_and_retry_after(user, 
     bad = Client(HTTP_AUTHORIZATION=f"Bearer {BAD_TOKEN}")
     for _ in range(LIMIT - 1):
         assert_error(bad.get(url), 401, "unauthorized")
-    with caplog.at_level(logging.WARNING, logger="conversations.throttle"):
+    with caplog.at_level(logging.WARNING, logger="conversations.api.throttle"):
         locked = bad.get(url)
     error = assert_error(locked, 429, "throttled")
     assert "127.0.0.1" in error["message"] and "UTC" in error["message"]
@@ -220,7 +220,7 @@ def test_an_unreachable_throttle_cache_lets_the_refusal_be_a_401(settings, limit
         },
     }
     bad = Client(HTTP_AUTHORIZATION=f"Bearer {BAD_TOKEN}")
-    with caplog.at_level(logging.WARNING, logger="conversations.throttle"):
+    with caplog.at_level(logging.WARNING, logger="conversations.api.throttle"):
         for _ in range(LIMIT + 1):
             assert_error(bad.get(f"{API}/conversations"), 401, "unauthorized")
     assert any("not counted" in r.getMessage() for r in caplog.records)

@@ -199,7 +199,7 @@ def test_b_gets_for_as_object_what_it_gets_for_a_missing_one_on_every_route(user
 
 
 def _client(user) -> ApiClient:
-    from conversations.auth import token_create
+    from conversations.api.auth import token_create
 
     return ApiClient(token_create(user=user, name="matrix")[1])
 

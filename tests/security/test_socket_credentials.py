@@ -20,7 +20,7 @@ from django.test import Client
 from django.utils import timezone
 
 from config.asgi import application
-from conversations.auth import token_create, token_revoke
+from conversations.api.auth import token_create, token_revoke
 from conversations.models import ApiToken
 from tests.factories import UserFactory
 from tests.realtime.helpers import connect, receive

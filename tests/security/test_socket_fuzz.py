@@ -17,9 +17,10 @@ from asgiref.sync import async_to_sync, sync_to_async
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conversations.auth import token_create
-from conversations.consumers import MAX_FRAME_BYTES, MAX_SUBSCRIPTIONS
+from conversations.api.auth import token_create
 from conversations.models import Conversation, ConversationEvent, ToolCall, Turn
+from conversations.realtime.base import MAX_FRAME_BYTES
+from conversations.realtime.conversation import MAX_SUBSCRIPTIONS
 from tests.conversations.api_helpers import bash_awaiting_approval
 from tests.conversations.helpers import new_conversation, open_turn
 from tests.realtime.helpers import connect, hello, receive, send, token_for

@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.models import ToolCall
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from conversations.auth import token_create
+from conversations.api.auth import token_create
 from conversations.models import ApiToken
 
 # A hundred years: past it the date would overflow, and no one means it.

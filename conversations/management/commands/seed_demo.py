@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from conversations.auth import token_create, token_revoke
+from conversations.api.auth import token_create, token_revoke
 from conversations.grants import run_commands_grant
 from conversations.models import ApiToken, Conversation, ToolCall
 from conversations.services.claims import claim_acquire

@@ -1,7 +1,7 @@
 from axes.utils import reset as axes_reset
 from django.core.management.base import BaseCommand
 
-from conversations.throttle import login_failures, token_reset
+from conversations.api.throttle import login_failures, token_reset
 
 
 class Command(BaseCommand):

@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, ConfigDict, WithJsonSchema
 from projections.vocabulary import CALL_STATES, HOST_OUTCOMES, OUTCOMES
 from tools.models import ProcessStatus as ProcessStatusChoices
 
-from .models import EVENT_TYPES
+from ...models import EVENT_TYPES
 
 
 def as_integral(value: Any) -> Any:

@@ -20,7 +20,7 @@ import redis.exceptions
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
-from .errors import error_body
+from ..errors import error_body
 from .responses import json_response
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from pydantic import Field, WithJsonSchema
 
 from projections.vocabulary import TOOL_KINDS, TOOL_STATUSES
 
-from .schemas_common import Out
-from .schemas_events import InteractionOut
+from .common import Out
+from .events import InteractionOut
 
 # Any JSON value (a bounded tool input), typed for the document. Every branch is complete (an
 # array says what its items are, here anything), so a generator can build each of them.

@@ -1,5 +1,6 @@
-"""REST endpoints of conversations, calls and assets. Thin: parse, check access, call one
-service or selector, shape the answer.
+"""REST endpoints of conversations: their messages and commands, events, snapshot, history,
+live pieces, turns and queue. Thin: parse, check access, call one service or selector, shape
+the answer. The calls' endpoints are ``calls.py``, the assets' ``assets.py``.
 
 The docstrings of the views are the operations' descriptions on the OpenAPI page: they are
 written for someone who has only that page.
@@ -9,71 +10,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.db import connections
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import Query, Router, Schema
-from pydantic import Field
+from django.http import HttpRequest, HttpResponse
+from ninja import Query, Router
 
-from projections.logpages import PageParamError, read_page
-
-from . import selectors
-from .assets import RangeNotSatisfiable, asset_verify, iter_file, parse_range
+from .. import selectors
+from ..barrier import turn_results_wait
+from ..detached import detached
+from ..services.cancel import turn_cancel, turn_end
+from ..services.conversations import conversation_create, conversation_delete
+from ..services.messages import command_post, message_post
+from ..services.queue import queue_ack
+from ..shapes import conversation_wire
+from ..snapshots import history_page, live_publish, snapshot_read
 from .auth import AsyncAuth
-from .barrier import turn_results_wait
-from .detached import detached
-from .errors import ValidationFailed, error_body
 from .responses import json_response
-from .schemas import (
-    CallCancelOut,
-    CallDetailsOut,
+from .schemas.common import PathId
+from .schemas.conversations import (
+    READ_ERRORS,
+    WRITE_ERRORS,
     CommandIn,
     CommandOut,
     ConversationIn,
     ConversationOut,
     ConversationPage,
     EventsPageOut,
-    LinesPageOut,
     MessageIn,
     MessageOut,
     QueueAckIn,
     QueueAckOut,
-    ResolutionIn,
-    SettledCallOut,
     TurnCancelOut,
     TurnEndIn,
     TurnEndOut,
     TurnResultsOut,
-    UnfinishedCallOut,
     errors,
 )
-from .schemas_common import PathId
-from .schemas_events import ResolutionOut
-from .schemas_snapshot import HistoryPageOut, LiveIn, LiveOut, SnapshotOut
-from .services.cancel import call_cancel, turn_cancel, turn_end
-from .services.conversations import conversation_create, conversation_delete
-from .services.interactions import call_resolve
-from .services.messages import command_post, message_post
-from .services.queue import queue_ack
-from .shapes import conversation_wire
-from .snapshots import history_page, live_publish, snapshot_read
+from .schemas.snapshot import HistoryPageOut, LiveIn, LiveOut, SnapshotOut
 
 router = Router(tags=["conversations"])
-calls_router = Router(tags=["tool calls"])
-assets_router = Router(tags=["assets"])
 
 Limit = Query(50, ge=1, le=100)
-
-# The error answers each kind of operation can give. Every operation needs credentials (401);
-# a write may be refused for CSRF (403, session only), a body may be malformed (400), too big
-# (413) or invalid (422).
-_READ = (401, 404)
-_WRITE = (400, 401, 403, 404, 413, 422)
-# An asset's bytes. `application/octet-stream` first: the binary type a client generator reads
-# (it takes the first content type it knows); `*/*` because the `Content-Type` actually sent is
-# the asset's own (`text/plain; charset=utf-8`, `application/json`, `image/png`, …).
-_BINARY = {"schema": {"type": "string", "format": "binary"}}
-_BYTES = {"content": {"application/octet-stream": _BINARY, "*/*": _BINARY}}
 
 
 @router.post(
@@ -120,7 +96,7 @@ def list_conversations(
     "/conversations/{cid}",
     operation_id="get_conversation",
     summary="Get a conversation",
-    response={200: ConversationOut, **errors(*_READ)},
+    response={200: ConversationOut, **errors(*READ_ERRORS)},
 )
 def get_conversation(request: HttpRequest, cid: PathId) -> HttpResponse:
     """One conversation with its `lastSequence` (the sequence of its newest event).
@@ -153,7 +129,7 @@ def delete_conversation(request: HttpRequest, cid: PathId) -> HttpResponse:
     "/conversations/{cid}/messages",
     operation_id="post_message",
     summary="Post a user or assistant message",
-    response={200: MessageOut, 201: MessageOut, **errors(*_WRITE, 409)},
+    response={200: MessageOut, 201: MessageOut, **errors(*WRITE_ERRORS, 409)},
 )
 def post_message(request: HttpRequest, cid: PathId, payload: MessageIn) -> HttpResponse:
     """Appends a `user_message` or `assistant_message` event and answers it with the tool
@@ -187,7 +163,7 @@ def post_message(request: HttpRequest, cid: PathId, payload: MessageIn) -> HttpR
     "/conversations/{cid}/commands",
     operation_id="post_command",
     summary="Run a user !command",
-    response={200: CommandOut, 201: CommandOut, **errors(*_WRITE, 409)},
+    response={200: CommandOut, 201: CommandOut, **errors(*WRITE_ERRORS, 409)},
 )
 def post_command(request: HttpRequest, cid: PathId, payload: CommandIn) -> HttpResponse:
     """A command typed by the user (`!ls`): opens a turn of its own with one `bash` call and
@@ -218,7 +194,7 @@ def post_command(request: HttpRequest, cid: PathId, payload: CommandIn) -> HttpR
     "/conversations/{cid}/events",
     operation_id="list_events",
     summary="Replay durable events",
-    response={200: EventsPageOut, **errors(*_READ, 409, 422)},
+    response={200: EventsPageOut, **errors(*READ_ERRORS, 409, 422)},
 )
 def list_events(
     request: HttpRequest,
@@ -241,7 +217,7 @@ def list_events(
     "/conversations/{cid}/snapshot",
     operation_id="get_snapshot",
     summary="Read a conversation's current state",
-    response={200: SnapshotOut, **errors(*_READ)},
+    response={200: SnapshotOut, **errors(*READ_ERRORS)},
 )
 def get_snapshot(request: HttpRequest, cid: PathId) -> HttpResponse:
     """The state a client needs to show the conversation now, read consistently in one
@@ -268,7 +244,7 @@ def get_snapshot(request: HttpRequest, cid: PathId) -> HttpResponse:
     "/conversations/{cid}/history",
     operation_id="get_history",
     summary="Page through messages and tool cards",
-    response={200: HistoryPageOut, **errors(*_READ, 422)},
+    response={200: HistoryPageOut, **errors(*READ_ERRORS, 422)},
 )
 def get_history(
     request: HttpRequest, cid: PathId, before: str | None = None, limit: int = Limit
@@ -292,7 +268,7 @@ def get_history(
     "/conversations/{cid}/live",
     operation_id="post_live",
     summary="Stream a piece of the assistant's reply",
-    response={202: LiveOut, **errors(*_WRITE, 409)},
+    response={202: LiveOut, **errors(*WRITE_ERRORS, 409)},
 )
 def post_live(request: HttpRequest, cid: PathId, payload: LiveIn) -> HttpResponse:
     """Publishes `{"type": "conversation.live", "conversationId", "turnId", "kind", "delta",
@@ -330,7 +306,7 @@ def _barrier_scope(user: Any, cid: str, tid: str) -> tuple[Any, Any]:
     operation_id="wait_turn_results",
     auth=AsyncAuth(),
     summary="Wait for a turn's tool results (the turn barrier)",
-    response={200: TurnResultsOut, **errors(*_READ, 422)},
+    response={200: TurnResultsOut, **errors(*READ_ERRORS, 422)},
 )
 async def turn_results(
     request: HttpRequest, cid: PathId, tid: PathId, wait: float = Query(0, ge=0, le=60)
@@ -358,7 +334,7 @@ async def turn_results(
     "/conversations/{cid}/queue/ack",
     operation_id="ack_queue",
     summary="Acknowledge queue notices",
-    response={200: QueueAckOut, **errors(*_WRITE)},
+    response={200: QueueAckOut, **errors(*WRITE_ERRORS)},
 )
 def ack_queue(request: HttpRequest, cid: PathId, payload: QueueAckIn) -> HttpResponse:
     """Marks the async-run notices with `sequence <= upTo` delivered and answers the notices
@@ -389,7 +365,7 @@ def cancel_turn(request: HttpRequest, cid: PathId, tid: PathId) -> HttpResponse:
     "/conversations/{cid}/turns/{tid}/end",
     operation_id="end_turn",
     summary="End a turn",
-    response={200: TurnEndOut, **errors(*_WRITE, 409)},
+    response={200: TurnEndOut, **errors(*WRITE_ERRORS, 409)},
 )
 def end_turn(
     request: HttpRequest, cid: PathId, tid: PathId, payload: TurnEndIn | None = None
@@ -403,166 +379,3 @@ def end_turn(
     turn = selectors.turn_for(conversation, tid)
     reason = payload.reason if payload is not None else "completed"
     return json_response(turn_end(conversation_id=conversation.pk, turn_id=turn.pk, reason=reason))
-
-
-@calls_router.get(
-    "/tool-calls/{call_id}",
-    operation_id="get_tool_call",
-    summary="Get a tool call",
-    response={200: UnfinishedCallOut | SettledCallOut, **errors(*_READ)},
-)
-def get_call(request: HttpRequest, call_id: PathId) -> HttpResponse:
-    """An unfinished call with its `state`, `arguments`, `interaction` (what it waits for:
-    while `awaiting_approval`, `{kind: "approval", request}`; while `awaiting_input`, the
-    questions) and execution `claim`; once settled, `{id, outcome, response}` with its
-    `tool_call_response` event.
-    """
-    return json_response(selectors.call_detail(request.auth, call_id))
-
-
-@calls_router.post(
-    "/tool-calls/{call_id}/resolution",
-    operation_id="resolve_tool_call",
-    summary="Approve, deny or answer a tool call",
-    response={200: ResolutionOut, **errors(*_WRITE, 409)},
-)
-def resolve_call(request: HttpRequest, call_id: PathId, payload: ResolutionIn) -> HttpResponse:
-    """Resolves what the call awaits and answers the recorded resolution.
-
-    - `{"requestId", "kind": "approval", "decision": "allow" | "deny", "persist"?, "rule"?}`
-      for a call `awaiting_approval`. Allowing moves it to `ready` for execution; denying
-      settles it `denied`. `persist: true` with `allow` also saves one of the request's
-      `suggestedRules` as a rule of this conversation: the one `rule` names (its index, 0 for
-      the first, or its `pattern`; 422 naming `rule` when none matches), else the first (the
-      exact command or path, glob characters escaped). Approving a tool that runs programs
-      (`bash`, host tools) needs the permission `tools.run_commands` (else 403 `forbidden`);
-      denying needs none.
-    - `{"requestId", "kind": "input", "value": {"answers": {questionId: answer}}}` for a call
-      `awaiting_input`: every question answered, a list only where the question allows
-      several answers (else 422 naming `value.answers.<id>`). It settles `completed`.
-
-    **`requestId` is the client's own idempotency key.** The same request with the same
-    resolution again answers the recorded result (also after the call settled); any other
-    resolution of a call already resolved is 409 `resolution_conflict`, naming the recorded
-    one. A call not awaiting this kind is 409 `not_awaiting`.
-    """
-    call, _ = selectors.call_for(request.auth, call_id)
-    target = call.pk if call is not None else call_id
-    answer = call_resolve(
-        call_id=target,
-        user=request.auth,
-        request_id=payload.requestId,
-        resolution=payload.to_resolution(),
-    )
-    return json_response(answer)
-
-
-@calls_router.post(
-    "/tool-calls/{call_id}/cancel",
-    operation_id="cancel_tool_call",
-    summary="Cancel a tool call",
-    response={200: CallCancelOut, **errors(401, 403, 404, 409, 413)},
-)
-def cancel_call(request: HttpRequest, call_id: PathId) -> HttpResponse:
-    """Settles one unfinished call as a cancel does and answers its outcome with
-    `alreadySettled: false`. Idempotent: a call already settled answers its recorded outcome
-    with `alreadySettled: true` and changes nothing.
-    """
-    call, event = selectors.call_for(request.auth, call_id)
-    if call is None:
-        return json_response({"outcome": event.payload["outcome"], "alreadySettled": True})  # type: ignore[union-attr]
-    return json_response(call_cancel(call_id=call.pk))
-
-
-@calls_router.get(
-    "/tool-calls/{call_id}/details",
-    operation_id="get_tool_call_details",
-    summary="Get a tool call's projections and assets",
-    response={200: CallDetailsOut, **errors(*_READ)},
-)
-def call_details(request: HttpRequest, call_id: PathId) -> HttpResponse:
-    """On demand, for a call settled or not: what the model sees (`modelContent`), the
-    transcript view (`userProjection`), the bounded `tool.updated` state with its `rev`, and
-    the assets keeping the whole output (read them with `GET /assets/{id}`).
-    """
-    return json_response(selectors.call_details(request.auth, call_id))
-
-
-@assets_router.get(
-    "/assets/{asset_id}",
-    operation_id="get_asset",
-    summary="Read an asset's bytes",
-    response={200: None, 206: None, **errors(*_READ, 409, 416)},
-    openapi_extra={
-        "responses": {
-            200: {**_BYTES, "description": "The whole asset, with its own media type."},
-            206: {**_BYTES, "description": "The range asked (`Content-Range` says which)."},
-        }
-    },
-)
-def get_asset(request: HttpRequest, asset_id: PathId) -> HttpResponse:
-    """The stored bytes, served only after their SHA-256 was checked (`ETag` and
-    `X-Content-SHA256` carry it). Altered or missing bytes are 409 `asset_corrupt`, and
-    nothing is served.
-
-    One `Range: bytes=start-end` is honoured (206 with `Content-Range`); a range outside the
-    asset is 416. Other ranges get the whole file.
-    """
-    asset = selectors.asset_for(request.auth, asset_id)
-    path = asset_verify(asset)
-    size = asset.size
-    try:
-        span = parse_range(request.headers.get("Range"), size)
-    except RangeNotSatisfiable:
-        response = json_response(
-            error_body("range_not_satisfiable", "The range is outside the asset."), 416
-        )
-        response["Content-Range"] = f"bytes */{size}"
-        return response
-    start, end = span if span is not None else (0, size - 1)
-    length = max(0, end - start + 1)
-    response = StreamingHttpResponse(
-        iter_file(path, start, length), status=206 if span else 200, content_type=asset.media_type
-    )
-    response["Content-Length"] = str(length)
-    response["Accept-Ranges"] = "bytes"
-    response["ETag"] = f'"{asset.sha256}"'
-    response["X-Content-SHA256"] = asset.sha256
-    if span is not None:
-        response["Content-Range"] = f"bytes {start}-{end}/{size}"
-    return response
-
-
-class LinesQuery(Schema):
-    offset: int | None = Field(None, ge=0)
-    limit: int = Field(100, ge=1, le=500)
-
-
-@assets_router.get(
-    "/assets/{asset_id}/lines",
-    operation_id="get_asset_lines",
-    summary="Read a text asset by lines",
-    response={200: LinesPageOut, **errors(*_READ, 409, 422)},
-)
-def get_asset_lines(
-    request: HttpRequest, asset_id: PathId, query: Query[LinesQuery]
-) -> HttpResponse:
-    """A page of lines: from the 0-based line `offset`, or without it the last `limit` lines
-    (`limit` 1…500, default 100). A page holds at most 512 KiB of text; `nextOffset` is the
-    first line not returned (null at the end). An offset at or past the end answers an empty
-    page. `path` names the file when the page does not hold it all.
-    """
-    asset = selectors.asset_for(request.auth, asset_id)
-    path = asset_verify(asset)
-    try:
-        page = read_page(
-            path,
-            offset=query.offset,
-            limit=query.limit,
-            status=None,
-            truncated=asset.truncated,
-            index_dir=settings.DATA_DIR / "index",
-        )
-    except PageParamError as exc:
-        raise ValidationFailed(str(exc), field=exc.field) from exc
-    return json_response(page)

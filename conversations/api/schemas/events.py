@@ -15,7 +15,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from .schemas_common import EventType, Out, Outcome
+from .common import EventType, Out, Outcome
 
 # --- content -----------------------------------------------------------------------------------
 

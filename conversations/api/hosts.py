@@ -17,7 +17,7 @@ from django.urls import get_resolver, get_urlconf
 
 from projections.units import cut_text
 
-from .errors import error_body
+from ..errors import error_body
 from .middleware import SyncAndAsyncMiddleware
 from .outages import API_PREFIX
 from .responses import json_response

@@ -5,7 +5,7 @@ sent) and ``scope["auth"]``, which says how the user was recognised, so the cons
 every few seconds that it still holds (a revoked token, a logged-out session). It refuses nothing
 itself: the consumer accepts and closes an unauthenticated socket with 4401, so the client
 learns why. A bearer token that fails is counted against the client's address like a REST one
-(``throttle.py``); once the address is locked out, ``scope["auth"]["locked"]`` says so and the
+(``api/throttle.py``); once the address is locked out, ``scope["auth"]["locked"]`` says so and the
 consumer sends an ``error`` frame (``throttled``, with ``retryAfter``) and closes with 4429
 instead.
 When the database cannot be reached to say who it is, the socket is accepted and
@@ -40,11 +40,11 @@ from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from .auth import token_authenticate
-from .detached import socket_database
-from .models import ApiToken
-from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
-from .throttle import scope_address, token_failure, token_lockout_text
+from ..api.auth import token_authenticate
+from ..api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
+from ..api.throttle import scope_address, token_failure, token_lockout_text
+from ..detached import socket_database
+from ..models import ApiToken
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from ..services.publish import live_layer_alias
 from .middleware import SyncAndAsyncMiddleware
 from .responses import json_response
-from .services.publish import live_layer_alias
 
 HEALTHZ_PATH = "/healthz"
 

@@ -1,5 +1,4 @@
-"""Websockets: ``/ws/conversations/`` (durable events exactly once, ephemeral updates) and
-``/ws/workbench/`` (the user's launches). The protocol is described in docs/realtime.md.
+"""``/ws/conversations/``: durable events exactly once, and ephemeral updates (docs/realtime.md).
 
 Exactly once, in order, without a gap, whatever the channel layer drops or reorders: a
 subscription joins its group *before* it reads the database, so nothing committed afterwards is
@@ -12,14 +11,8 @@ from the database and sent as ``replay`` frames. An idle subscription checks the
 Channels hands a consumer one message at a time, so a subscription's database read and the live
 messages that arrive meanwhile never interleave: they wait in the channel layer. A background
 ticker (the head, flushing a slow socket) takes the same lock. Credentials are re-checked for
-every socket of the process at once (``ws_auth.CredentialWatch``).
-
-Backpressure: daphne buffers what a socket has not taken yet without limit, and says nothing
-through ASGI. ``config.asgi`` puts the size of that buffer in
-``scope["extensions"]["toolcore.backlog"]``; with it a slow socket never costs more than about
-``DURABLE_HIGH_BYTES`` plus one frame: durable events stop being sent (they are read again from
-the database once the socket drains), ephemeral ones are held, merged per call (never beyond
-16 KiB of deltas) and dropped beyond ``HELD_MAX_BYTES``.
+every socket of the process at once (``ws_auth.CredentialWatch``). A socket that does not take
+what it is sent is spared as ``delivery.py`` says (backpressure).
 """
 
 from __future__ import annotations
@@ -28,192 +21,54 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from channels.consumer import get_handler_name
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from projections.fold import merge_tool_updates
-from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
-from projections.json_cost import json_cost
-from projections.tool_output import TOOL_OUTPUT_MAX_BYTES
-
-from . import selectors
-from .api_base import field_of, strict_loads
-from .detached import socket_database
-from .errors import DomainError, NotFound, ValidationFailed
-from .fields import dumps
-from .models import Conversation
-from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
-from .schemas import ApprovalIn, InputIn, ResolutionIn
-from .services.interactions import call_resolve
-from .services.launches import launch_wire, workbench_group
-from .services.publish import conversation_group, live_layer_alias, unpack
-from .snapshots import snapshot_read
+from .. import selectors
+from ..api.outages import OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
+from ..api.schemas.conversations import ApprovalIn, InputIn, ResolutionIn
+from ..bodies import field_of, strict_loads
+from ..detached import socket_database
+from ..errors import DomainError, NotFound, ValidationFailed
+from ..models import Conversation
+from ..services.interactions import call_resolve
+from ..services.publish import conversation_group, live_layer_alias, unpack
+from ..snapshots import snapshot_read
+from .base import (
+    CLOSE_TOO_BIG,
+    CLOSE_UNAUTHENTICATED,
+    ReleasedConsumer,
+    frame_text,
+    group_discard,
+    too_big,
+)
+from .delivery import (
+    DURABLE_HIGH_BYTES,
+    EPHEMERAL_HIGH_BYTES,
+    Held,
+    Subscription,
+    merge_live,
+    merge_tool_updated,
+    replay_frames,
+    replay_read_limit,
+)
 from .ws_auth import credential_watch
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
-MAX_FRAME_BYTES = 1024 * 1024  # a client frame above this closes the socket with 1009
-CLOSE_UNAUTHENTICATED = 4401
-# A failed bearer token from an address locked out for too many of them (conversations/throttle.py);
-# the close reason says until when.
-CLOSE_THROTTLED = 4429
-CLOSE_TOO_BIG = 1009
 MAX_SUBSCRIPTIONS = 100  # conversations one socket follows at once
-# Backpressure (bytes the server holds for a socket that has not taken them yet).
-DURABLE_HIGH_BYTES = 1024 * 1024  # above: durable frames wait (re-read from the database later)
-EPHEMERAL_HIGH_BYTES = 256 * 1024  # above: ephemeral frames are held and merged
-HELD_MAX_BYTES = 256 * 1024  # held ephemeral frames beyond this are dropped, oldest first
-REPLAY_READ_EVENTS = 1000  # events read from the database at once (ten replay frames at most)
-# ... and about this many bytes of them, going by the size of the events read (or sent live)
-# last: a socket that drains slowly must not have its whole backlog re-read for each megabyte
-# it takes, nor a few hundred large events read at once.
-REPLAY_READ_BYTES = 2 * DURABLE_HIGH_BYTES
-REPLAY_FIRST_READ_EVENTS = 10  # before any event was seen (an event may be 512 KiB)
 DRAIN_WAIT_SECONDS = 0.1  # how long a replay waits for a slow socket before it yields
 BUSY_TICK_SECONDS = 0.02  # the ticker's period while something waits for the socket to drain
 
 _RESOLUTION = TypeAdapter(ResolutionIn)
 
 
-def too_big(raw: str | bytes) -> bool:
-    """Whether a client frame is over ``MAX_FRAME_BYTES`` of UTF-8 (a text frame's length in
-    characters is not its size: a character takes up to 4 bytes)."""
-    if len(raw) <= MAX_FRAME_BYTES // 4:
-        return False  # cannot be over, whatever its characters
-    return (
-        len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw) > MAX_FRAME_BYTES
-    )
-
-
-def _frame(value: dict[str, Any]) -> str:
-    return dumps(value)
-
-
-@dataclass
-class Subscription:
-    conversation_id: str
-    sent: int = 0  # the last sequence the client has (from a snapshot, replay or live frame)
-    behind: bool = False  # events were held back for a slow socket: read them again
-    event_chars: int = 0  # the mean length of the events read or sent last (0: none yet)
-    last_frame: float = field(default_factory=time.monotonic)
-
-
-class _Held:
-    """Ephemeral frames held for a slow socket: one per key, merged, oldest first."""
-
-    def __init__(self) -> None:
-        self.items: OrderedDict[tuple, tuple[dict[str, Any], int]] = OrderedDict()
-        self.bytes = 0
-        self.dropped = 0
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-    def put(self, key: tuple, frame: dict[str, Any], merge: Any = None) -> None:
-        held = self.items.pop(key, None)
-        if held is not None:
-            self.bytes -= held[1]
-            merged = merge(held[0], frame) if merge is not None else frame
-            if merged is None:  # cannot merge: the older one is dropped (a gap in ``rev``)
-                self.dropped += 1
-                merged = frame
-            frame = merged
-        size = len(_frame(frame).encode("utf-8"))
-        self.items[key] = (frame, size)
-        self.bytes += size
-        while self.bytes > HELD_MAX_BYTES and len(self.items) > 1:
-            _, (_, old_size) = self.items.popitem(last=False)
-            self.bytes -= old_size
-            self.dropped += 1
-
-    def take(self) -> list[dict[str, Any]]:
-        frames = [frame for frame, _ in self.items.values()]
-        self.items.clear()
-        self.bytes = 0
-        return frames
-
-
-def _merge_tool_updated(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
-    update = merge_tool_updates(old["update"], new["update"])
-    if update is None:
-        return None
-    return {**new, "update": update, "revFrom": old.get("revFrom", old["update"].get("rev"))}
-
-
-def _merge_live(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
-    joined = old["delta"] + new["delta"]
-    if json_cost(joined) > TOOL_OUTPUT_MAX_BYTES:
-        return None
-    return {**new, "delta": joined}
-
-
-class _ReleasedConsumer(AsyncWebsocketConsumer):
-    """A consumer whose ``release`` runs however its instance ends: after ``disconnect``, and
-    also when the server cancels it. daphne cancels an instance still running
-    ``application_close_timeout`` (10 s) after its socket closed — under load, one whose handler
-    waited that long for the busy database thread, so its ``websocket.disconnect`` never ran —
-    and without this its ticker, its entry in the credential watch and its group memberships
-    lived on for a dead socket (found by tests/load/)."""
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self.release()
-            await self._channel_discard()
-
-    async def _channel_discard(self) -> None:
-        """Tell the channel layer this instance's channel is gone, when it can be told (the Redis
-        layers, ``channel_discard``): Channels only stops receiving, which leaves a layer that
-        keeps per-channel state holding it when the last receive had completed (a live message
-        and the disconnect at once), one per such session (found by tests/load/)."""
-        discard = getattr(self.channel_layer, "channel_discard", None)
-        name = getattr(self, "channel_name", None)
-        if discard is not None and name:
-            try:
-                await discard(name)
-            except Exception:  # noqa: BLE001 - Redis away: its reconnect forgets it anyway
-                logger.warning("could not give up channel %s", name, exc_info=True)
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        """Channels' dispatch without its ``close_old_connections`` before every message: that
-        is a hop to the process's one thread-sensitive thread, where nothing here keeps a
-        connection (every database call gives its own back, ``socket_database``)."""
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
-
-    async def disconnect(self, code: int) -> None:
-        await self.release()
-
-    async def release(self) -> None:
-        """Give back what the socket holds; idempotent (it may run twice)."""
-        credential_watch().discard(self)
-
-    async def refuse(self) -> None:
-        """Close a socket without valid credentials: 4401; or, when its failed token's address
-        is locked out, an ``error`` frame saying until when, then 4429."""
-        locked = self.scope.get("auth", {}).get("locked")
-        if not locked:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        frame = {"type": "error", "code": "throttled", **locked}
-        await self.send(_frame(frame))
-        await self.close(code=CLOSE_THROTTLED)
-
-
-class ConversationConsumer(_ReleasedConsumer):
+class ConversationConsumer(ReleasedConsumer):
     """``/ws/conversations/`` (docs/realtime.md)."""
 
     @property
@@ -223,7 +78,7 @@ class ConversationConsumer(_ReleasedConsumer):
 
     async def connect(self) -> None:
         self.subs: dict[str, Subscription] = {}
-        self.held = _Held()
+        self.held = Held()
         self.lock = asyncio.Lock()
         self.wake = asyncio.Event()
         self.ticker: asyncio.Task | None = None
@@ -232,7 +87,7 @@ class ConversationConsumer(_ReleasedConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.refuse()
             return
-        await self.send(_frame({"type": "hello", "protocolVersion": PROTOCOL_VERSION}))
+        await self.send(frame_text({"type": "hello", "protocolVersion": PROTOCOL_VERSION}))
         credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
         self.ticker = asyncio.create_task(self._tick())
 
@@ -308,12 +163,12 @@ class ConversationConsumer(_ReleasedConsumer):
             echo["toolCallId"] = frame.get("toolCallId")
             echo["requestId"] = frame.get("requestId")
         echo = {k: v for k, v in echo.items() if isinstance(v, str)}
-        await self.send(_frame(unavailable_frame(exc, **echo)))
+        await self.send(frame_text(unavailable_frame(exc, **echo)))
 
     async def _error(self, code: str, message: str, **extra: Any) -> None:
         frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
         frame.update({k: v for k, v in extra.items() if v is not None})
-        await self.send(_frame(frame))
+        await self.send(frame_text(frame))
 
     def _conversation_id(self, frame: dict[str, Any]) -> str | None:
         value = frame.get("conversationId")
@@ -398,7 +253,9 @@ class ConversationConsumer(_ReleasedConsumer):
         if reason is None:
             return None
         envelope = len(
-            _frame({"type": "snapshot", "conversationId": cid, "reason": reason, "snapshot": None})
+            frame_text(
+                {"type": "snapshot", "conversationId": cid, "reason": reason, "snapshot": None}
+            )
         ) - len("null")
         return reason, snapshot_read(self.user, cid, envelope_bytes=envelope)
 
@@ -414,7 +271,7 @@ class ConversationConsumer(_ReleasedConsumer):
 
     async def _leave(self, cid: str) -> None:
         if self.subs.pop(cid, None) is not None:
-            await _group_discard(self.channel_layer, conversation_group(cid), self.channel_name)
+            await group_discard(self.channel_layer, conversation_group(cid), self.channel_name)
 
     async def _resolve(self, frame: dict[str, Any]) -> None:
         """The REST resolution (``POST /tool-calls/{id}/resolution``) over the socket: the same
@@ -451,7 +308,7 @@ class ConversationConsumer(_ReleasedConsumer):
         except DomainError as exc:
             await self._error(exc.code, exc.message, field=exc.field, **echo)
             return
-        await self.send(_frame({"type": "resolved", **echo, **answer}))
+        await self.send(frame_text({"type": "resolved", **echo, **answer}))
 
     @socket_database
     def _resolve_db(self, call_id: str, payload: ApprovalIn | InputIn) -> dict[str, Any]:
@@ -476,7 +333,7 @@ class ConversationConsumer(_ReleasedConsumer):
             return 0
 
     async def _send_about(self, sub: Subscription, frame: dict[str, Any] | str) -> None:
-        await self.send(frame if isinstance(frame, str) else _frame(frame))
+        await self.send(frame if isinstance(frame, str) else frame_text(frame))
         sub.last_frame = time.monotonic()
 
     async def _drained(self, limit: int) -> bool:
@@ -510,7 +367,7 @@ class ConversationConsumer(_ReleasedConsumer):
                 sub.behind = False
                 return
             sub.event_chars = sum(len(text) for _, text in events) // len(events)
-            for frame, to in _replay_frames(sub.conversation_id, sub.sent, events):
+            for frame, to in replay_frames(sub.conversation_id, sub.sent, events):
                 if self.subs.get(sub.conversation_id) is not sub:
                     return  # unsubscribed meanwhile
                 if not await self._drained(DURABLE_HIGH_BYTES):
@@ -544,7 +401,7 @@ class ConversationConsumer(_ReleasedConsumer):
             return  # the ticker reads it from the database once the socket drains
         if sequence == sub.sent + 1:
             if self._backlog() <= DURABLE_HIGH_BYTES:
-                text = _frame(
+                text = frame_text(
                     {"type": "conversation.event", "conversationId": cid, "event": message["event"]}
                 )
                 await self._send_about(sub, text)
@@ -570,7 +427,7 @@ class ConversationConsumer(_ReleasedConsumer):
             return
         if kind == "tool.updated":
             key = ("tool", cid, message["update"].get("toolCallId"))
-            self.held.put(key, frame, _merge_tool_updated)
+            self.held.put(key, frame, merge_tool_updated)
         elif kind == "conversation.live":
             key = (
                 "live",
@@ -579,7 +436,7 @@ class ConversationConsumer(_ReleasedConsumer):
                 message.get("kind"),
                 message.get("providerCallId"),
             )
-            self.held.put(key, frame, _merge_live)
+            self.held.put(key, frame, merge_live)
         elif kind == "tool_call.changed":
             call = message.get("call") or {}
             self.held.put(("call", cid, call.get("id") or message.get("removed")), frame)
@@ -685,110 +542,3 @@ class ConversationConsumer(_ReleasedConsumer):
             "pk", "last_sequence"
         )
         return {str(pk): last for pk, last in rows}
-
-
-async def _group_discard(layer: Any, group: str, channel: str) -> None:
-    """Leave ``group``; a channel layer that is away is let be (Redis forgets a connection's
-    subscriptions with it, and group memberships expire)."""
-    try:
-        await layer.group_discard(group, channel)
-    except OUTAGES as exc:
-        logger.warning("could not leave %s: %s", group, exc)
-
-
-def replay_read_limit(event_chars: int) -> int:
-    """How many events to read at once: about ``REPLAY_READ_BYTES`` of events as long as the
-    ones seen last, ``REPLAY_FIRST_READ_EVENTS`` before any was seen."""
-    if event_chars <= 0:
-        return REPLAY_FIRST_READ_EVENTS
-    return max(1, min(REPLAY_READ_EVENTS, REPLAY_READ_BYTES // event_chars))
-
-
-def _replay_frames(
-    cid: str, after: int, events: list[tuple[int, str]]
-) -> Iterator[tuple[str, int]]:
-    """``replay`` frames of encoded events (consecutive from ``after + 1``) within the replay
-    budget (100 events, 512 KiB of event JSON; the first always goes in), with each frame's
-    ``to``; each made when asked for, so frames a slow socket does not get are never built."""
-    start = 0
-    head = f'{{"type":"replay","conversationId":"{cid}","from":'
-    while start < len(events):
-        used = 0
-        stop = start
-        while stop < len(events) and stop - start < REPLAY_MAX_EVENTS:
-            size = len(events[stop][1].encode("utf-8"))
-            if stop > start and used + size > REPLAY_BUDGET_BYTES:
-                break
-            used += size
-            stop += 1
-        frm = events[start - 1][0] if start else after
-        to = events[stop - 1][0]
-        body = ",".join(text for _, text in events[start:stop])
-        yield f'{head}{frm},"to":{to},"events":[{body}]}}', to
-        start = stop
-
-
-class WorkbenchConsumer(_ReleasedConsumer):
-    """``/ws/workbench/``: a snapshot of the user's launches, then ``launch.changed`` and
-    ``launch.removed``. No replay: a reconnecting client gets a new snapshot."""
-
-    async def connect(self) -> None:
-        self.user = self.scope.get("user")
-        self.joined = False
-        await self.accept()
-        if self.user is None or not self.user.is_authenticated:
-            await self.refuse()
-            return
-        try:
-            await self.channel_layer.group_add(workbench_group(self.user.pk), self.channel_name)
-            self.joined = True
-            launches = await self._launches()
-        except OUTAGES as exc:
-            # No snapshot can be sent: the client connects again later.
-            logger.warning("workbench socket closed: %s", exc)
-            await self.close(code=CLOSE_TRY_AGAIN_LATER)
-            return
-        await self.send(_frame({"type": "snapshot", "launches": launches}))
-        credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
-
-    async def _revoked(self) -> None:
-        await self.close(code=CLOSE_UNAUTHENTICATED)
-
-    @socket_database
-    def _launches(self) -> list[dict[str, Any]]:
-        from tools.models import Launch
-
-        rows = Launch.objects.filter(owner_id=self.user.pk).order_by("-created_at")[:100]
-        return [launch_wire(launch) for launch in rows]
-
-    async def release(self) -> None:
-        await super().release()
-        if getattr(self, "joined", False):
-            self.joined = False
-            await _group_discard(
-                self.channel_layer, workbench_group(self.user.pk), self.channel_name
-            )
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        raw = text_data if text_data is not None else bytes_data or b""
-        if too_big(raw):
-            await self.close(code=CLOSE_TOO_BIG)
-            return
-        await self.send(
-            _frame(
-                {
-                    "type": "error",
-                    "code": "unknown_type",
-                    "message": "The workbench socket takes no frames.",
-                }
-            )
-        )
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        kind = message.get("type", "")
-        if kind.startswith("websocket."):
-            await super().dispatch(message)
-            return
-        for item in unpack(message):
-            if item.get("type") in ("launch.changed", "launch.removed"):
-                await self.send(_frame(item))

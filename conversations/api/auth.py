@@ -19,9 +19,9 @@ from django.utils import timezone
 from ninja.errors import AuthenticationError
 from ninja.security.base import AuthBase
 
-from .detached import detached
-from .errors import CsrfFailed, Throttled
-from .models import ApiToken
+from ..detached import detached
+from ..errors import CsrfFailed, Throttled
+from ..models import ApiToken
 from .throttle import client_address, token_failure, token_lockout_text
 
 TOKEN_PREFIX = "tc_"

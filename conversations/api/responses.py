@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpResponse
 
-from .fields import dumps
+from ..fields import dumps
 
 
 def json_response(body: Any, status: int = 200) -> HttpResponse:

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from .consumers import ConversationConsumer, WorkbenchConsumer
+from .conversation import ConversationConsumer
+from .workbench import WorkbenchConsumer
 
 websocket_urlpatterns = [
     path("ws/conversations/", ConversationConsumer.as_asgi()),

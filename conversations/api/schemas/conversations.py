@@ -2,7 +2,7 @@
 
 Output schemas document the answers for the OpenAPI page; the views send JSON they build
 themselves (``json_response``), and tests validate real answers against the published schema.
-What events and calls carry is in ``schemas_events``, a tool card in ``schemas_cards``.
+What events and calls carry is in ``events.py``, a tool card in ``cards.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from .schemas_cards import ToolStateOut
-from .schemas_common import INTEGRAL, CallState, In, Out, Outcome, as_integral
-from .schemas_events import (
+from .cards import ToolStateOut
+from .common import INTEGRAL, CallState, In, Out, Outcome, as_integral
+from .events import (
     AsyncBashEventOut,
     EventOut,
     InteractionOut,
@@ -171,10 +171,17 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 413: Error
 def errors(*statuses: int) -> dict[int, type[ErrorOut]]:
     """The error answers an operation can give, for its ``response=``. An operation that takes
     credentials (401) may also answer 429 ``throttled``: a bearer token that fails from an
-    address locked out for failing too often (conversations/throttle.py)."""
+    address locked out for failing too often (conversations/api/throttle.py)."""
     if 401 in statuses:
         statuses = (*statuses, 429)
     return dict.fromkeys(statuses, ErrorOut)
+
+
+# The error answers each kind of operation can give. Every operation needs credentials (401);
+# a write may be refused for CSRF (403, session only), a body may be malformed (400), too big
+# (413) or invalid (422).
+READ_ERRORS = (401, 404)
+WRITE_ERRORS = (400, 401, 403, 404, 413, 422)
 
 
 # --- answers ---------------------------------------------------------------------------------

@@ -7,17 +7,17 @@ from uuid import UUID
 
 from pydantic import Field
 
-from .schemas import ClaimOut, CommandExitOut, ConversationOut
-from .schemas_cards import ToolStateOut
-from .schemas_common import CallState, In, Out
-from .schemas_events import (
+from .cards import ToolStateOut
+from .common import CallState, In, Out
+from .conversations import ClaimOut, CommandExitOut, ConversationOut
+from .events import (
     AsyncBashEventOut,
     InteractionOut,
     MessageEventOut,
     ResolutionValueOut,
     SupervisionOut,
 )
-from .schemas_runs import AsyncRunOut
+from .runs import AsyncRunOut
 
 
 class OpenTurnOut(Out):

@@ -2,7 +2,7 @@
 
 A database or channel layer that is away (a dropped or refused connection, a lock not granted
 in time) is a 503 `unavailable` with ``Retry-After``, not a 500, on every path and in every mode
-(``conversations.outages``): raised by a view, or anywhere else in the request (another
+(``conversations.api.outages``): raised by a view, or anywhere else in the request (another
 middleware), which Django would answer 500 (with ``DEBUG`` on, its debug page). Every 401 carries ``WWW-Authenticate: Bearer``, and every 4xx is logged here, once: one line with
 method, path, status and code (``conversations.logging.ApiRefusalFilter`` keeps Django's own
 "Not Found"/"Bad Request" lines for these paths out of the log).
@@ -24,7 +24,7 @@ from django.http import HttpRequest, HttpResponse
 
 from projections.units import cut_text
 
-from .errors import error_body
+from ..errors import error_body
 from .outages import API_PREFIX, is_outage, unavailable_response
 from .responses import json_response
 
@@ -134,7 +134,7 @@ got_request_exception.connect(_note_outage, dispatch_uid="toolcore-note-outage")
 class ApiErrorMiddleware(SyncAndAsyncMiddleware):
     """Under ``/api/``: bodies over the limit refused before parsing, every error as JSON, the
     bearer challenge on 401, each refusal logged once, no 500 without a JSON body. On every
-    path: an outage is a 503 (``conversations.outages``), never a 500."""
+    path: an outage is a 503 (``conversations.api.outages``), never a 500."""
 
     def before(self, request: HttpRequest) -> HttpResponse | None:
         return _too_large(request) if request.path.startswith(API_PREFIX) else None

@@ -1,0 +1,27 @@
+"""The async run as the API answers it (the snapshot lists the running ones too)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from pydantic import Field
+
+from .common import Out, ProcessStatus
+
+
+class AsyncRunOut(Out):
+    """A background shell command, started by a `bash` call."""
+
+    id: UUID
+    conversationId: UUID
+    toolCallId: UUID = Field(description="The `bash` call that started it.")
+    command: str
+    cwd: str
+    status: ProcessStatus
+    exitCode: int | None
+    signal: str | None = Field(description='The signal that ended it, e.g. "SIGKILL".')
+    pid: int | None
+    startedAt: str
+    finishedAt: str | None
+    noticeSequence: int | None = Field(description="The sequence of its `async_bash_event`.")
+    acknowledged: bool
