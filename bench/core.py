@@ -207,7 +207,7 @@ def bench_settle_floor(connection, user, n: int):
     from django.utils import timezone
 
     from conversations.sql import postgresql as sql
-    from conversations.sql.common import SETTLING_CALL_SQL
+    from conversations.sql.common import SETTLING_CALL_SQL, SettlingRow
     from conversations.storage import attempt_dir, relative_to_data
 
     conn, _ = _raw_connection(connection)
@@ -222,8 +222,8 @@ def bench_settle_floor(connection, user, n: int):
         def run():
             for claim in claims:
                 cur.execute(SETTLING_CALL_SQL, (claim.call_id,))
-                row = cur.fetchone()
-                folder = attempt_dir(row[1], claim.call_id, row[4])
+                row = SettlingRow._make(cur.fetchone())
+                folder = attempt_dir(row.conversation_id, claim.call_id, row.generation)
                 os.makedirs(folder, exist_ok=True)
                 tmp = folder / f".result.json.{uuid.uuid4().hex}.tmp"
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
@@ -239,9 +239,9 @@ def bench_settle_floor(connection, user, n: int):
                 cur.execute(
                     statement,
                     {
-                        "conversation": row[1],
+                        "conversation": row.conversation_id,
                         "call": claim.call_id,
-                        "turn": row[2],
+                        "turn": row.turn_id,
                         "generation": claim.generation,
                         "state": "running",
                         "token": claim.token,
@@ -259,7 +259,7 @@ def bench_settle_floor(connection, user, n: int):
                         "payload_json": "{}",
                         "payload_bytes": 2,
                         "is_final": True,
-                        "rev": row[22],
+                        "rev": row.activity_rev,
                     },
                 )
                 assert cur.fetchone() is not None

@@ -32,6 +32,7 @@ from .shapes import (
     settled_call_wire,
 )
 from .sql import vendor_sql
+from .sql.interface import ReplayPage, ReplayRow
 from .storage import absolute_from_data
 
 
@@ -126,19 +127,19 @@ def conversations_overview(user: Any, *, cursor: str | None, limit: int) -> dict
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def _replay_rows(user: Any, conversation_id: Any, after: int, limit: int) -> tuple[int, list]:
+def _replay_rows(user: Any, conversation_id: Any, after: int, limit: int) -> ReplayPage:
     """The head and up to ``limit`` event rows after ``after``; owner-scoped (404). Stored
     payload text passes through, times come formatted by the database: no model instances and
     no JSON decoding (decoding is what dominates replay reads)."""
-    rows = vendor_sql().replay_rows(
+    page = vendor_sql().replay_rows(
         conversation_id=_uuid(conversation_id, "Conversation"),
         owner_id=user.pk,
         after=after,
         limit=limit,
     )
-    if rows is None:
+    if page is None:
         raise NotFound("Conversation not found.")
-    return rows
+    return page
 
 
 def _wire_uuid(value: str | None) -> str:
@@ -148,7 +149,7 @@ def _wire_uuid(value: str | None) -> str:
     return f'"{value}"' if len(value) == 36 else f'"{UUID(hex=value)}"'
 
 
-def event_texts(rows: list[tuple]) -> list[tuple[int, str]]:
+def event_texts(rows: list[ReplayRow]) -> list[tuple[int, str]]:
     """``(sequence, compact JSON text)`` of replay rows, as the wire carries them."""
     return [
         (
@@ -156,6 +157,7 @@ def event_texts(rows: list[tuple]) -> list[tuple[int, str]]:
             f'{{"sequence":{sequence},"type":{_ENCODE(type_)},"turnId":{_wire_uuid(turn_id)},'
             f'"toolCallId":{_wire_uuid(call_id)},"payload":{payload},"createdAt":"{created_at}"}}',
         )
+        # The cursor's tuples, in ReplayRow's order (interface.py: why not a NamedTuple).
         for sequence, type_, turn_id, call_id, payload, created_at in rows
     ]
 
@@ -164,8 +166,8 @@ def replay_read(
     user: Any, conversation_id: Any, *, after: int, limit: int
 ) -> tuple[int, list[tuple[int, str]]]:
     """The head and up to ``limit`` events after ``after``, encoded; owner-scoped (404)."""
-    last, rows = _replay_rows(user, conversation_id, after, limit)
-    return last, event_texts(rows)
+    page = _replay_rows(user, conversation_id, after, limit)
+    return page.last_sequence, event_texts(page.events)
 
 
 def events_page_json(user: Any, conversation_id: Any, *, after: int, limit: int) -> str:

@@ -19,6 +19,7 @@ from django.conf import settings
 from ..errors import StaleClaim
 from ..models import ExecutionClaim, ToolCall
 from ..sql import vendor_sql
+from ..sql.interface import ClaimedRow
 from . import publish
 from ._in_transaction import call_transition, call_transition_publish
 from .transitions import check_move
@@ -121,24 +122,20 @@ def claim_acquire_batch(
             claimed = _tokens_replaced(claimed, token_for)
         claims = [
             Claim(
-                call_id,
-                token,
-                generation,
-                expires,
-                Taken(conversation_id, owner, turn_id, tool_name, json.loads(arguments), space),
+                row.call_id,
+                row.token,
+                row.generation,
+                row.expires_at,
+                Taken(
+                    conversation_id=row.conversation_id,
+                    owner_id=row.owner_id,
+                    turn_id=row.turn_id,
+                    tool_name=row.tool_name,
+                    arguments=json.loads(row.arguments),
+                    workspace=row.workspace,
+                ),
             )
-            for (
-                call_id,
-                token,
-                generation,
-                expires,
-                conversation_id,
-                turn_id,
-                tool_name,
-                arguments,
-                owner,
-                space,
-            ) in claimed
+            for row in claimed
         ]
         if announce and claims:
             _announce(claims)
@@ -146,13 +143,13 @@ def claim_acquire_batch(
 
 
 def _tokens_replaced(
-    claimed: list[tuple[Any, ...]], token_for: Callable[[UUID, int], UUID]
-) -> list[tuple[Any, ...]]:
+    claimed: list[ClaimedRow], token_for: Callable[[UUID, int], UUID]
+) -> list[ClaimedRow]:
     """The rows of ``claim_ready`` with the tokens ``token_for`` gives, written in one
     statement (the caller's transaction holds the new claims)."""
-    rows = [(row[0], token_for(row[0], row[2]), *row[2:]) for row in claimed]
+    rows = [row._replace(token=token_for(row.call_id, row.generation)) for row in claimed]
     ExecutionClaim.objects.bulk_update(
-        [ExecutionClaim(call_id=row[0], token=row[1]) for row in rows], ["token"]
+        [ExecutionClaim(call_id=row.call_id, token=row.token) for row in rows], ["token"]
     )
     return rows
 

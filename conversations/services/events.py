@@ -70,11 +70,10 @@ def event_append(
     )
     if inserted is None:
         raise NotFound("Conversation not found.")
-    pk, sequence = inserted
     event = event_instance(
-        pk=pk,
+        pk=inserted.event_id,
         conversation_id=conversation_id,
-        sequence=sequence,
+        sequence=inserted.sequence,
         type=type,
         payload=payload,
         turn_id=turn_id,

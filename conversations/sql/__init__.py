@@ -1,25 +1,25 @@
 """SQL written by hand where the ORM costs too much, one sibling module per database.
 
-``postgresql.py`` and ``sqlite.py`` define the same functions with the same signatures
-(``event_insert``, ``settlement_write``, ``replay_rows``, ``claim_ready``, ``claim_renew``,
-``repeatable_read``, ``notify``, and the database's clock: ``now`` as an expression, ``clock``
-as a value, by which leases and heartbeats are written and judged); ``common.py`` holds what
-both share. The module is chosen once, from the
-connection's vendor, the way Django picks a session backend: the flow never asks which database
-it runs on.
+``postgresql.py`` and ``sqlite.py`` each offer the functions of ``interface.VendorSQL``, with
+the same signatures, and return its rows; ``common.py`` holds what both share. The module is
+chosen once, from the connection's vendor, the way Django picks a session backend: the flow
+never asks which database it runs on.
 """
 
 from __future__ import annotations
 
 from functools import cache
 from importlib import import_module
-from types import ModuleType
+from typing import cast
 
 from django.db import connection
 
+from .interface import VendorSQL
+
 
 @cache
-def vendor_sql() -> ModuleType:
-    """``conversations.sql.postgresql`` on PostgreSQL, ``conversations.sql.sqlite`` else."""
+def vendor_sql() -> VendorSQL:
+    """``conversations.sql.postgresql`` on PostgreSQL, ``conversations.sql.sqlite`` else: a
+    module offering ``VendorSQL`` (``tests/conversations/test_vendor_sql.py`` checks both)."""
     name = "postgresql" if connection.vendor == "postgresql" else "sqlite"
-    return import_module(f"{__name__}.{name}")
+    return cast(VendorSQL, import_module(f"{__name__}.{name}"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.contrib.auth import get_user_model
@@ -64,10 +64,11 @@ def maybe_uuid(value: Any) -> UUID | None:
         return None
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class SettlingCall:
     """What settlement needs of an unfinished call, its claim, turn, message, resolver and
-    activity, read in one statement."""
+    activity, read in one statement (``SettlingRow``) and decoded: a frozen dataclass, built
+    once a settlement by keyword (the row it is built from is the ``NamedTuple``)."""
 
     id: UUID
     conversation_id: UUID
@@ -95,14 +96,72 @@ class SettlingCall:
     activity_state: dict[str, Any] | None
 
 
+class SettlingRow(NamedTuple):
+    """The settlement read's row as the cursor gives it (``SettlingRow._make(row)``): columns
+    not decoded yet (JSON as text on SQLite, UUIDs as hex text). ``SETTLING_CALL_SQL`` selects
+    ``SETTLING_COLUMNS[field]`` for each field, in this order."""
+
+    id: Any
+    conversation_id: Any
+    turn_id: Any
+    state: str
+    generation: int
+    attempt: int
+    tool_name: str
+    arguments: Any
+    provider_call_id: str
+    content_index: int | None
+    origin: str
+    supervision: Any
+    interaction: Any
+    resolved_interaction: Any
+    resolution: Any
+    resolution_request_id: str | None
+    permission_refused: Any
+    claim_token: Any
+    turn_origin: str
+    include_in_context: Any
+    assistant_sequence: int | None
+    resolved_by_name: str | None
+    activity_rev: int | None
+    activity_state: Any  # the activity's small state (``state_json``)
+    activity_payload: Any  # and its large part (``payload_json``)
+
+
 _USER = get_user_model()
 _USERNAME = _USER._meta.get_field(_USER.USERNAME_FIELD).column
+# Aliases: c the call, t its turn, cl its claim, e its assistant message, u its resolver, a its
+# activity.
+SETTLING_COLUMNS = {
+    "id": "c.id",
+    "conversation_id": "c.conversation_id",
+    "turn_id": "c.turn_id",
+    "state": "c.state",
+    "generation": "c.generation",
+    "attempt": "c.attempt",
+    "tool_name": "c.tool_name",
+    "arguments": "c.arguments",
+    "provider_call_id": "c.provider_call_id",
+    "content_index": "c.content_index",
+    "origin": "c.origin",
+    "supervision": "c.supervision",
+    "interaction": "c.interaction",
+    "resolved_interaction": "c.resolved_interaction",
+    "resolution": "c.resolution",
+    "resolution_request_id": "c.resolution_request_id",
+    "permission_refused": "c.permission_refused",
+    "claim_token": "cl.token",
+    "turn_origin": "t.origin",
+    "include_in_context": "t.include_in_context",
+    "assistant_sequence": "e.sequence",
+    "resolved_by_name": f"u.{_USERNAME}",
+    "activity_rev": "a.rev",
+    "activity_state": "a.state_json",
+    "activity_payload": "a.payload_json",
+}
 SETTLING_CALL_SQL = (
-    "SELECT c.id, c.conversation_id, c.turn_id, c.state, c.generation, c.attempt, c.tool_name, "
-    "c.arguments, c.provider_call_id, c.content_index, c.origin, c.supervision, c.interaction, "
-    "c.resolved_interaction, c.resolution, c.resolution_request_id, c.permission_refused, "
-    f"cl.token, t.origin, t.include_in_context, e.sequence, u.{_USERNAME}, a.rev, a.state_json, "
-    f"a.payload_json FROM {CALLS} c JOIN {Turn._meta.db_table} t ON t.id = c.turn_id "
+    f"SELECT {', '.join(SETTLING_COLUMNS[name] for name in SettlingRow._fields)} "
+    f"FROM {CALLS} c JOIN {Turn._meta.db_table} t ON t.id = c.turn_id "
     f"LEFT JOIN {CLAIMS} cl ON cl.call_id = c.id "
     f"LEFT JOIN {EVENTS} e ON e.id = c.assistant_event_id "
     f"LEFT JOIN {_USER._meta.db_table} u ON u.{_USER._meta.pk.column} = c.resolved_by_id "
@@ -122,35 +181,36 @@ def settling_call_load(call_id: Any) -> SettlingCall | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    (cid, conversation_id, turn_id, state, generation, attempt, tool_name, arguments,
-     provider_call_id, content_index, origin, supervision, interaction, resolved_interaction,
-     resolution, request_id, refused, token, turn_origin, include_in_context, sequence, by_name,
-     rev, small, payload) = row  # fmt: skip
+    r = SettlingRow._make(row)
     return SettlingCall(
-        id=uuid_column(cid),
-        conversation_id=uuid_column(conversation_id),
-        turn_id=uuid_column(turn_id),
-        state=state,
-        generation=generation,
-        attempt=attempt,
-        tool_name=tool_name,
-        arguments=json_column(arguments),
-        provider_call_id=provider_call_id,
-        content_index=content_index,
-        origin=origin,
-        supervision=json_column(supervision),
-        interaction=json_column(interaction),
-        resolved_interaction=json_column(resolved_interaction),
-        resolution=json_column(resolution),
-        resolution_request_id=request_id,
-        permission_refused=bool(refused),
-        claim_token=uuid_column(token),
-        turn_origin=turn_origin,
-        include_in_context=bool(include_in_context),
-        assistant_sequence=sequence,
-        resolved_by_name=by_name,
-        activity_rev=rev,
-        activity_state=None if rev is None else {**json_column(small), **json_column(payload)},
+        id=uuid_column(r.id),
+        conversation_id=uuid_column(r.conversation_id),
+        turn_id=uuid_column(r.turn_id),
+        state=r.state,
+        generation=r.generation,
+        attempt=r.attempt,
+        tool_name=r.tool_name,
+        arguments=json_column(r.arguments),
+        provider_call_id=r.provider_call_id,
+        content_index=r.content_index,
+        origin=r.origin,
+        supervision=json_column(r.supervision),
+        interaction=json_column(r.interaction),
+        resolved_interaction=json_column(r.resolved_interaction),
+        resolution=json_column(r.resolution),
+        resolution_request_id=r.resolution_request_id,
+        permission_refused=bool(r.permission_refused),
+        claim_token=uuid_column(r.claim_token),
+        turn_origin=r.turn_origin,
+        include_in_context=bool(r.include_in_context),
+        assistant_sequence=r.assistant_sequence,
+        resolved_by_name=r.resolved_by_name,
+        activity_rev=r.activity_rev,
+        activity_state=(
+            None
+            if r.activity_rev is None
+            else {**json_column(r.activity_state), **json_column(r.activity_payload)}
+        ),
     )
 
 

@@ -1,4 +1,5 @@
-"""PostgreSQL's SQL: one statement wherever a write takes several steps.
+"""PostgreSQL's SQL (``interface.VendorSQL``): one statement wherever a write takes several
+steps.
 
 Lock order, as every writer takes them: the conversation row (sequence), then the call row,
 then its claim. A step that finds nothing to do stops the statement's later steps, so a refused
@@ -31,6 +32,7 @@ from .common import (
     SettlingCall,
     maybe_uuid,
 )
+from .interface import ClaimedRow, InsertedEvent, ReplayPage
 
 # The UPDATE takes the sequence and locks the conversation row; the INSERT uses it.
 _EVENT_INSERT = (
@@ -51,9 +53,9 @@ def event_insert(
     tool_call_id: Any,
     message_id: str | None,
     now: Any,
-) -> tuple[int, int] | None:
-    """Take the conversation's next sequence and insert the event in one statement:
-    ``(id, sequence)``, or None when the conversation does not exist."""
+) -> InsertedEvent | None:
+    """``VendorSQL.event_insert``: the sequence taken and the event inserted in one
+    statement."""
     params = {
         "conversation": conversation_id,
         "type": type,
@@ -66,7 +68,7 @@ def event_insert(
     with connection.cursor() as cursor:
         cursor.execute(_EVENT_INSERT, params)
         row = cursor.fetchone()
-    return None if row is None else (row[0], row[1])
+    return None if row is None else InsertedEvent._make(row)
 
 
 def _settle_sql(held: bool, n_assets: int, fold: bool) -> str:
@@ -128,11 +130,9 @@ def settlement_write(
     assets: list[AssetRow],
     fold: FoldWrite | None,
 ) -> SettledRow:
-    """The settlement transaction's body as one statement (inside the caller's transaction):
-    lock the conversation, delete the row (only in ``state`` at ``generation``, and, when
-    ``token`` is given, while that claim holds it) and its claim, append the
-    ``tool_call_response``, insert its assets, compare-and-set the activity with ``fold``.
-    ``StaleClaim`` when the guard refused (nothing was written)."""
+    """``VendorSQL.settlement_write`` as one statement: lock the conversation, delete the row
+    and its claim under the guard, append the ``tool_call_response``, insert its assets,
+    compare-and-set the activity; each step only when the one before produced its row."""
     held = token is not None
     key = (held, len(assets), fold is not None)
     sql = _SETTLE_SQL.get(key)
@@ -196,27 +196,24 @@ _REPLAY = (
 
 def replay_rows(
     *, conversation_id: Any, owner_id: Any, after: int, limit: int
-) -> tuple[int, list[tuple]] | None:
-    """The head and up to ``limit`` events after ``after`` as ``(sequence, type, turn id,
-    call id, payload text, created-at text)``; None when the owner has no such conversation."""
+) -> ReplayPage | None:
+    """``VendorSQL.replay_rows`` in one statement: each row is the head, then the event."""
     with connection.cursor() as cursor:
         cursor.execute(_REPLAY, [after, limit, conversation_id, owner_id])
         rows = cursor.fetchall()
     if not rows:
         return None
-    return rows[0][0], [row[1:] for row in rows if row[1] is not None]
+    return ReplayPage(rows[0][0], [row[1:] for row in rows if row[1] is not None])
 
 
 def repeatable_read() -> None:
-    """Make the transaction just begun read one snapshot of the database: every later query of
-    it sees the commits its first query saw, and no other. Its first statement."""
+    """``VendorSQL.repeatable_read``: ``REPEATABLE READ``."""
     with connection.cursor() as cursor:
         cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 def notify(channel: str, payload: str) -> None:
-    """A notification to the processes listening on ``channel``, delivered when the current
-    transaction commits (at once outside one)."""
+    """``VendorSQL.notify``: ``pg_notify``, which PostgreSQL delivers at commit."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
 
@@ -228,14 +225,14 @@ def notify(channel: str, payload: str) -> None:
 
 
 def now(offset: timedelta = timedelta(0)) -> Any:
-    """The database's now (plus ``offset``), as an expression for a query or an update."""
+    """``VendorSQL.now``: an expression, evaluated by the server."""
     if not offset:
         return Now()
     return ExpressionWrapper(Now() + Value(offset), output_field=DateTimeField())
 
 
 def clock() -> datetime:
-    """The database's now, read (inside a transaction: as of its current statement)."""
+    """``VendorSQL.clock``: the server's ``statement_timestamp()``."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
         return cursor.fetchone()[0]
@@ -253,8 +250,7 @@ _RENEW = (
 def claim_renew(
     *, call_id: Any, token: Any, generation: int, lease_seconds: float
 ) -> datetime | None:
-    """Extend a held claim's lease from the database's now; its new end, or None when the
-    claim (this token and generation, its call ``running``) does not hold any more."""
+    """``VendorSQL.claim_renew`` in one statement that returns the new end."""
     params = {
         "call": maybe_uuid(call_id),
         "token": maybe_uuid(token),
@@ -298,13 +294,9 @@ _CLAIM_SQL = {by_owner: _claim_sql(by_owner) for by_owner in (False, True)}
 
 def claim_ready(
     *, tool_names: list[str], worker: str, limit: int, owner_id: Any, lease_seconds: float
-) -> list[tuple[Any, ...]]:
-    """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
-    when given), oldest first, in one statement: rows another claimer holds are skipped, each
-    picked call moves ``running`` with ``generation + 1`` and gets a claim with a new token and
-    a lease of ``lease_seconds`` from the database's now. ``(call id, token, generation, lease
-    end, conversation id, turn id, tool name, arguments as JSON text, owner id, workspace)``
-    each. Inside the caller's transaction."""
+) -> list[ClaimedRow]:
+    """``VendorSQL.claim_ready`` in one statement: the pick is ``FOR UPDATE SKIP LOCKED``, so
+    concurrent claimers take different calls instead of waiting on the same ones."""
     params = {
         "tools": list(tool_names),
         "limit": limit,
@@ -314,4 +306,4 @@ def claim_ready(
     }
     with connection.cursor() as cursor:
         cursor.execute(_CLAIM_SQL[owner_id is not None], params)
-        return cursor.fetchall()
+        return list(map(ClaimedRow._make, cursor.fetchall()))

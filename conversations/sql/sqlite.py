@@ -1,12 +1,12 @@
-"""SQLite's SQL: one statement a step. ``BEGIN IMMEDIATE`` already serialises writers, so the
-steps of one transaction cannot interleave with another's, and a refused guard rolls the
-transaction back (sequence included)."""
+"""SQLite's SQL (``interface.VendorSQL``): one statement a step. ``BEGIN IMMEDIATE`` already
+serialises writers, so the steps of one transaction cannot interleave with another's, and a
+refused guard rolls the transaction back (sequence included)."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.utils import timezone
@@ -29,6 +29,7 @@ from .common import (
     prep,
     uuid_column,
 )
+from .interface import ClaimedRow, InsertedEvent, ReplayPage
 
 _NEXT_SEQUENCE = (
     f"UPDATE {CONVERSATIONS} SET last_sequence = last_sequence + 1, updated_at = %s "
@@ -46,9 +47,9 @@ def event_insert(
     tool_call_id: Any,
     message_id: str | None,
     now: Any,
-) -> tuple[int, int] | None:
-    """Take the conversation's next sequence, then insert the event: ``(id, sequence)``, or
-    None when the conversation does not exist."""
+) -> InsertedEvent | None:
+    """``VendorSQL.event_insert``: take the conversation's next sequence, then insert the
+    event."""
     conversation = prep(Conversation, "id", conversation_id)
     with connection.cursor() as cursor:
         cursor.execute(_NEXT_SEQUENCE, [prep(Conversation, "updated_at", now), conversation])
@@ -69,7 +70,7 @@ def event_insert(
                 sequence,
             ],
         )
-        return cursor.lastrowid, sequence
+        return InsertedEvent(cursor.lastrowid, sequence)
 
 
 _DELETE_HELD = (
@@ -152,10 +153,9 @@ def settlement_write(
     assets: list[AssetRow],
     fold: FoldWrite | None,
 ) -> SettledRow:
-    """The settlement transaction's body, a statement a step (inside the caller's transaction):
-    append the ``tool_call_response``, delete the row (only in ``state`` at ``generation``, and,
-    when ``token`` is given, while that claim holds it) and its claim, insert the assets,
-    compare-and-set the activity with ``fold``. ``StaleClaim`` when the guard refused."""
+    """``VendorSQL.settlement_write``, a statement a step: append the ``tool_call_response``,
+    delete the row and its claim under the guard (a refusal rolls the transaction back, the
+    sequence with it), insert the assets, compare-and-set the activity."""
     inserted = event_insert(
         conversation_id=call.conversation_id,
         type=ConversationEvent.Type.TOOL_CALL_RESPONSE,
@@ -167,13 +167,18 @@ def settlement_write(
     )
     if inserted is None:
         raise StaleClaim(GUARD_LOST)  # the conversation is gone, and the call with it
-    event_id, sequence = inserted
     _call_delete_guarded(call.id, token=token, generation=generation, state=state)
     _assets_insert(
-        assets, conversation_id=call.conversation_id, call_id=call.id, event_id=event_id, now=now
+        assets,
+        conversation_id=call.conversation_id,
+        call_id=call.id,
+        event_id=inserted.event_id,
+        now=now,
     )
     written = fold is not None and activity_cas(fold, tool_call_id=call.id, now=now)
-    return SettledRow(event_id=event_id, sequence=sequence, activity_written=written)
+    return SettledRow(
+        event_id=inserted.event_id, sequence=inserted.sequence, activity_written=written
+    )
 
 
 # Stored as 'YYYY-MM-DD HH:MM:SS[.ffffff]' (UTC); strftime('%f') would round, not truncate.
@@ -191,9 +196,8 @@ _REPLAY = (
 
 def replay_rows(
     *, conversation_id: Any, owner_id: Any, after: int, limit: int
-) -> tuple[int, list[tuple]] | None:
-    """The head and up to ``limit`` events after ``after`` as ``(sequence, type, turn id,
-    call id, payload text, created-at text)``; None when the owner has no such conversation."""
+) -> ReplayPage | None:
+    """``VendorSQL.replay_rows``: the head, then the page."""
     pk = prep(Conversation, "id", conversation_id)
     with connection.cursor() as cursor:
         cursor.execute(_HEAD, [pk, owner_id])
@@ -202,9 +206,22 @@ def replay_rows(
             return None
         last = head[0]
         if after >= last:  # nothing to read; also keeps huge numbers away from SQLite integers
-            return last, []
+            return ReplayPage(last, [])
         cursor.execute(_REPLAY, [pk, after, last, limit])
-        return last, cursor.fetchall()
+        return ReplayPage(last, cursor.fetchall())
+
+
+class _Ready(NamedTuple):
+    """A ready call ``_PICK`` read, as stored (UUIDs as hex text)."""
+
+    id: str
+    generation: int
+    conversation_id: str
+    turn_id: str
+    tool_name: str
+    arguments: str
+    owner_id: int
+    workspace: str
 
 
 _PICK = (
@@ -225,10 +242,9 @@ _CLAIM = (
 
 def claim_ready(
     *, tool_names: list[str], worker: str, limit: int, owner_id: Any, lease_seconds: float
-) -> list[tuple[Any, ...]]:
-    """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
-    when given), oldest first: as PostgreSQL's ``claim_ready`` returns them. Inside the
-    caller's transaction, whose ``BEGIN IMMEDIATE`` keeps other claimers out meanwhile."""
+) -> list[ClaimedRow]:
+    """``VendorSQL.claim_ready``: a read, then a compare-and-set a call; the caller's
+    transaction's ``BEGIN IMMEDIATE`` keeps other claimers out meanwhile."""
     if not tool_names:
         return []
     now = clock()
@@ -243,22 +259,26 @@ def claim_ready(
     claimed = []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for pk, generation, conversation_id, turn_id, *taken in cursor.fetchall():
-            cursor.execute(_MOVE, [at, pk, generation])
+        for ready in map(_Ready._make, cursor.fetchall()):
+            cursor.execute(_MOVE, [at, ready.id, ready.generation])
             if cursor.rowcount != 1:
                 continue
             token = uuid.uuid4()
             token_db = prep(ExecutionClaim, "token", token)
-            cursor.execute(_CLAIM, [pk, token_db, worker, generation + 1, at, at, until, at])
+            generation = ready.generation + 1
+            cursor.execute(_CLAIM, [ready.id, token_db, worker, generation, at, at, until, at])
             claimed.append(
-                (
-                    uuid_column(pk),
-                    token,
-                    generation + 1,
-                    expires,
-                    uuid_column(conversation_id),
-                    uuid_column(turn_id),
-                    *taken,
+                ClaimedRow(
+                    call_id=uuid_column(ready.id),
+                    token=token,
+                    generation=generation,
+                    expires_at=expires,
+                    conversation_id=uuid_column(ready.conversation_id),
+                    turn_id=uuid_column(ready.turn_id),
+                    tool_name=ready.tool_name,
+                    arguments=ready.arguments,
+                    owner_id=ready.owner_id,
+                    workspace=ready.workspace,
                 )
             )
     return claimed
@@ -271,11 +291,12 @@ def claim_ready(
 
 
 def now(offset: timedelta = timedelta(0)) -> datetime:
-    """The database's now (plus ``offset``): this process's clock (see above)."""
+    """``VendorSQL.now``: a value, this process's clock (see above)."""
     return timezone.now() + offset
 
 
 def clock() -> datetime:
+    """``VendorSQL.clock``: this process's clock (see above)."""
     return timezone.now()
 
 
@@ -288,8 +309,7 @@ _RENEW = (
 def claim_renew(
     *, call_id: Any, token: Any, generation: int, lease_seconds: float
 ) -> datetime | None:
-    """Extend a held claim's lease from now; its new end, or None when the claim (this token
-    and generation, its call ``running``) does not hold any more."""
+    """``VendorSQL.claim_renew``; the new end is computed here, from this process's clock."""
     try:
         pk, token_db = prep(ToolCall, "id", call_id), prep(ExecutionClaim, "token", token)
     except (ValueError, TypeError):
