@@ -1,12 +1,14 @@
-"""Shared fixtures: isolated DATA_DIR and workspaces, users, API clients, a clean channel layer."""
+"""Shared fixtures: isolated DATA_DIR and workspaces, users, API clients, a clean channel layer,
+connections given back after an async test, production host settings."""
 
 from __future__ import annotations
 
 import pytest
 import redis
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.core.cache import caches
+from django.db import connections
 from django.test import Client
 
 from conversations.api.auth import token_create
@@ -62,6 +64,22 @@ def _no_failed_credentials(settings):
 
 
 @pytest.fixture
+async def _connections_given_back():
+    """An async test's own sync calls share one thread: its connection goes back after the
+    test (on PostgreSQL a pooled connection kept checked out would outlive the test database).
+    Used by every websocket test (tests/realtime/conftest.py) and every async security test."""
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+def production_hosts(settings):
+    """Settings as in production: ``DEBUG`` off, one host listed."""
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["toolcore.example.com"]
+
+
+@pytest.fixture
 def user(db):
     return UserFactory()
 
@@ -84,8 +102,9 @@ class ApiClient(Client):
         return self.post(path, data=data, content_type="application/json", **extra)
 
 
-def client_for(user) -> ApiClient:
-    _, secret = token_create(user=user, name="tests")
+def client_for(user, *, name: str = "tests", scopes: list[str] | None = None) -> ApiClient:
+    """An ``ApiClient`` with a new token of ``user`` (``scopes``: e.g. ``["host"]``)."""
+    _, secret = token_create(user=user, name=name, scopes=scopes)
     return ApiClient(secret)
 
 

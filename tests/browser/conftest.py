@@ -133,6 +133,15 @@ def log_in(page, live_site: LiveSite, next_path: str = "/") -> None:
     page.wait_for_url(f"**{next_path}")
 
 
+def open_conversation(page, cid: str) -> None:
+    """The conversation's page, once it is ready and its socket live."""
+    from playwright.sync_api import expect
+
+    page.goto(f"/c/{cid}/")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#connection")).to_have_text("Live")
+
+
 @pytest.fixture
 def page(chromium, live_site, request):
     """A logged-out page; on a failed test, a screenshot named after it."""

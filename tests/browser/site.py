@@ -21,15 +21,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from tests.realtime.daphne_helpers import (
     ROOT,
     Daphne,
     Site,
-    _postgres_database,
+    own_redis_database,
     redis_url,
-    uses_postgresql,
+    text_block,
 )
 
 __all__ = ["ROOT", "LiveSite"]
@@ -38,20 +37,13 @@ DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
 
 
-def _own_redis_database(url: str) -> str:
-    """``url`` on another database number than the suite's (15, or 14 if the suite uses 15)."""
-    parts = urlsplit(url)
-    current = parts.path.strip("/") or "0"
-    return urlunsplit(parts._replace(path="/14" if current == "15" else "/15"))
-
-
 class LiveSite(Site):
     """One daphne serving the seeded demo: ``url``, the demo user, token and conversation."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root, TOOLCORE_WORKERS="1")
         if redis_url():
-            self.env["REDIS_URL"] = _own_redis_database(redis_url())
+            self.env["REDIS_URL"] = own_redis_database(redis_url(), 15)
         self.username = DEMO_USERNAME
         self.password = DEMO_PASSWORD
         self.token = ""
@@ -66,15 +58,7 @@ class LiveSite(Site):
     def create(self) -> LiveSite:
         """The harness's database, migrated, then ``seed_demo`` as ``make run`` does (its user
         is the README's, not the harness's superuser)."""
-        (self.root / "data").mkdir(parents=True, exist_ok=True)
-        (self.root / "workspaces").mkdir(parents=True, exist_ok=True)
-        if uses_postgresql():
-            from django.conf import settings
-
-            self.env["DATABASE_URL"], self._drop = _postgres_database(settings.DATABASE_URL)
-        else:
-            self.env["DATABASE_URL"] = f"sqlite:///{self.root / 'db.sqlite3'}"
-        self.manage("migrate", "--no-input", "-v", "0")
+        self.migrate()
         seeded = self.manage("seed_demo", "--force", timeout=120)
         self.demo_conversation = re.search(r"^Demo conversation: (\S+)$", seeded, re.M).group(1)
         self.token = re.search(r"^Demo token: (\S+)$", seeded, re.M).group(1)
@@ -105,14 +89,14 @@ class LiveSite(Site):
         return self.api("POST", "/conversations", {"title": title})["id"]
 
     def user_says(self, cid: str, message_id: str, text: str) -> str:
-        body = {"messageId": message_id, "role": "user", "content": [_text(text)]}
+        body = {"messageId": message_id, "role": "user", "content": [text_block(text)]}
         return self.api("POST", f"/conversations/{cid}/messages", body)["turnId"]
 
     def assistant_calls(
         self, cid: str, turn_id: str, message_id: str, calls: list[tuple[str, dict]], text: str = ""
     ) -> list[str]:
         """An assistant message asking for ``calls`` (name, arguments); the calls' ids."""
-        content: list[dict[str, Any]] = [_text(text)] if text else []
+        content: list[dict[str, Any]] = [text_block(text)] if text else []
         content += [
             {"type": "tool_call", "id": f"{message_id}-{i}", "name": name, "arguments": arguments}
             for i, (name, arguments) in enumerate(calls)
@@ -132,7 +116,3 @@ class LiveSite(Site):
                 return call
             time.sleep(0.1)
         raise AssertionError(f"call {call_id} did not settle in {seconds} s: {call}")
-
-
-def _text(text: str) -> dict[str, str]:
-    return {"type": "text", "text": text}

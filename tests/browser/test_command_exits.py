@@ -14,7 +14,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import log_in, readme_image, screenshot
+from .conftest import log_in, open_conversation, readme_image, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -53,12 +53,6 @@ def card_of(page, call_id: str):
 
 def background_of(locator) -> str:
     return locator.evaluate("node => getComputedStyle(node).backgroundColor")
-
-
-def open_conversation(page, cid: str) -> None:
-    page.goto(f"/c/{cid}/")
-    expect(page.locator("body")).to_have_attribute("data-ready", "true")
-    expect(page.locator("#connection")).to_have_text("Live")
 
 
 def ask_for_commands(live_site) -> tuple[str, list[str]]:

@@ -10,18 +10,12 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import screenshot
+from .conftest import open_conversation, screenshot
 
 pytestmark = pytest.mark.browser
 
 RUN_MS = 30_000
 STREAM = "for i in $(seq 1 {n}); do echo line $i; sleep {pause}; done"
-
-
-def open_conversation(page, cid: str) -> None:
-    page.goto(f"/c/{cid}/")
-    expect(page.locator("body")).to_have_attribute("data-ready", "true")
-    expect(page.locator("#connection")).to_have_text("Live")
 
 
 def cards_by_id(page) -> list[str]:

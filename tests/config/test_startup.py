@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.realtime.daphne_helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 DAPHNE = str(Path(sys.executable).with_name("daphne"))
@@ -72,12 +74,6 @@ def _refusal(result: subprocess.CompletedProcess) -> str:
 
 def _production(**env: str) -> dict[str, str]:
     return {"SECRET_KEY": REAL_KEY, "ALLOWED_HOSTS": "toolcore.example.com", **env}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("entry_point", list(ENTRY_POINTS))
@@ -175,7 +171,7 @@ def _postgres_server() -> tuple[str, str, int]:
     ids=["migrate", "recover", "asgi"],
 )
 def test_a_database_that_refuses_connections_stops_the_process_at_once(tmp_path, argv):
-    port = _free_port()
+    port = free_port()
     url = f"postgres://toolcore:{PASSWORD}@127.0.0.1:{port}/toolcore"
     result, seconds = _start(tmp_path, argv, **_production(DATABASE_URL=url))
     line = _refusal(result)
@@ -217,7 +213,7 @@ def test_a_database_that_does_not_answer_stops_the_asgi_app_within_seconds(tmp_p
 
 
 def test_commands_that_need_no_database_run_without_one(tmp_path):
-    url = f"postgres://toolcore:{PASSWORD}@127.0.0.1:{_free_port()}/toolcore"
+    url = f"postgres://toolcore:{PASSWORD}@127.0.0.1:{free_port()}/toolcore"
     result, _ = _start(tmp_path, [PYTHON, "manage.py", "check"], **_production(DATABASE_URL=url))
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout

@@ -1,5 +1,6 @@
 """Helpers of the support admin's tests: URLs, messages, clients with given permissions, and
-calls in the states the console and the call page show."""
+calls in the states the console and the call page show (commands settled or sent to the
+background, calls waiting, runs lost). Claiming and settling a call is ``helpers.settle``."""
 
 from __future__ import annotations
 
@@ -81,25 +82,6 @@ def calls(conversation, *blocks: tuple[str, dict[str, Any]]) -> list[str]:
     return [str(call_id) for call_id in posted.call_ids]
 
 
-def settle(
-    call_id, outcome: str = "completed", *, worker: str = "w", **kwargs
-) -> ConversationEvent:
-    """Claim a ready call and settle it under that claim."""
-    claim = claim_acquire(call_id=call_id, worker=worker)
-    assert claim is not None
-    if outcome == "completed":
-        kwargs.setdefault("result", {"content": [{"type": "text", "text": "done"}]})
-        kwargs.setdefault("text", "done")
-    else:
-        kwargs.setdefault("reason", f"It ended {outcome}.")
-    return call_settle(
-        call_id=call_id,
-        outcome=outcome,
-        guard=ClaimGuard(claim.token, claim.generation),
-        **kwargs,
-    )
-
-
 def settle_command(
     call_id,
     *,
@@ -161,14 +143,6 @@ def background_command(conversation, call_id) -> AsyncRun:
         async_run_id=run.pk,
     )
     return run
-
-
-def state_of(call_id) -> str:
-    return ToolCall.objects.get(pk=call_id).state
-
-
-def outcome_of(call_id) -> str:
-    return ConversationEvent.objects.get(tool_call_id=call_id).payload["outcome"]
 
 
 def age(call_id, *, minutes: float) -> None:

@@ -1,5 +1,8 @@
-"""Helpers of the REST API tests: the error-body check, a world of one user's things, calls in
-the states the tests need."""
+"""Helpers of the REST API tests: requests (``send``, ``post_raw``, ``asgi_get``), the checks of
+an answer (``assert_error``, ``assert_unavailable``, ``compact_size``, ``payload_bytes``), a world
+of one user's things (``World``, ``build_world``, ``world_state``) and every route with a valid
+body (``ROUTES``, ``PATH_OBJECTS``, ``filled``), calls in the states the tests need. The building
+blocks (conversations, turns, calls, settling) are in ``helpers``."""
 
 from __future__ import annotations
 
@@ -9,7 +12,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from asgiref.testing import ApplicationCommunicator
 from django.contrib.auth.models import Permission
+from django.core.handlers.asgi import ASGIHandler
 from django.test import Client
 from django.utils import timezone
 
@@ -23,16 +29,17 @@ from conversations.models import (
     Turn,
 )
 from conversations.services.async_runs import async_run_start
-from conversations.services.claims import claim_acquire
-from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_relative, conversation_dir
 from tools.models import AsyncRun, Launch, PermissionRule
 
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, new_conversation, open_turn, settle, state_of
 
 API = "/api/v1"
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 ERROR_KEYS = {"code", "message", "field"}
+PROBE_HOST = "10.1.2.3"  # a load balancer probes by IP address
+# The parts of a history card or snapshot call that share the payload budget.
+PAYLOAD_KEYS = ("input", "inputOmitted", "output")
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -55,8 +62,17 @@ def assert_error(response, status: int, code: str, *, field: Any = ...) -> dict[
     return error
 
 
+def assert_unavailable(response, what: str = "database") -> dict[str, Any]:
+    """A 503 ``unavailable`` that says what is unavailable and asks to retry after 1 s."""
+    error = assert_error(response, 503, "unavailable")
+    assert response["Retry-After"] == "1"
+    assert f"The {what} is unavailable" in error["message"]
+    return error
+
+
 def send(client: Client, method: str, path: str, body: Any = None):
-    """One request; ``body`` is sent as JSON for POSTs (an empty body when None)."""
+    """One request with any test client (a token's, a session's, none); ``body`` is sent as
+    JSON for POSTs (an empty body when None). A path not under ``/api/`` is one of ``API``."""
     url = path if path.startswith("/api/") else API + path
     if method == "post":
         data = "" if body is None else json.dumps(body)
@@ -64,22 +80,59 @@ def send(client: Client, method: str, path: str, body: Any = None):
     return getattr(client, method)(url)
 
 
+def post_raw(client, url: str, raw: bytes | str, content_type: str = "application/json"):
+    """A POST of ``raw`` bytes as they are (not JSON-encoded)."""
+    return client.generic("POST", url, raw, content_type=content_type)
+
+
+def asgi_get(
+    path: str,
+    host: str = "testserver",
+    *,
+    headers: list[tuple[bytes, bytes]] = (),
+    client: tuple[str, int] = (PROBE_HOST, 40000),
+    app: Any = None,
+) -> tuple[int, bytes]:
+    """One GET through an ASGI application as daphne hands it over, from ``client`` with the
+    Host header ``host``: its status and body. ``app``: Django's ASGI handler (the async
+    middleware chain daphne runs) unless given (e.g. ``config.asgi.application``)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"host", host.encode()), *headers],
+        "client": client,
+        "server": (host, 80),
+    }
+
+    async def run() -> tuple[int, bytes]:
+        communicator = ApplicationCommunicator(app or ASGIHandler(), scope)
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        start = await communicator.receive_output(10)
+        body = b""
+        while True:
+            message = await communicator.receive_output(10)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                return start["status"], body
+
+    return async_to_sync(run)()
+
+
 def grant_run_commands(user) -> None:
     user.user_permissions.add(Permission.objects.get(codename="run_commands"))
 
 
 def settle_host(call_id, *, result: Any = None, text: str = "done", files=()) -> ConversationEvent:
-    """Claim a ready call as worker ``w`` and settle it ``completed``."""
-    claim = claim_acquire(call_id=call_id, worker="w")
-    assert claim is not None
-    return call_settle(
-        call_id=call_id,
-        outcome="completed",
-        guard=ClaimGuard(claim.token, claim.generation),
-        result=result if result is not None else {"text": text},
-        text=text,
-        files=files,
-    )
+    """``settle`` a ready call ``completed`` as a host tool answers: ``result`` by default
+    ``{"text": text}``."""
+    result = result if result is not None else {"text": text}
+    return settle(call_id, result=result, text=text, files=files)
 
 
 def events_of(conversation) -> list[tuple[int, str]]:
@@ -90,21 +143,13 @@ def events_of(conversation) -> list[tuple[int, str]]:
     )
 
 
-def state_of(call_id) -> str | None:
-    return ToolCall.objects.filter(pk=call_id).values_list("state", flat=True).first()
-
-
-def outcome_of(call_id) -> str | None:
-    payload = (
-        ConversationEvent.objects.filter(tool_call_id=call_id)
-        .values_list("payload", flat=True)
-        .first()
-    )
-    return None if payload is None else payload["outcome"]
-
-
 def compact_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def payload_bytes(item: dict[str, Any]) -> int:
+    """The compact size of the payload parts (``PAYLOAD_KEYS``) of a card or a call."""
+    return compact_size({k: item[k] for k in PAYLOAD_KEYS if k in item})
 
 
 # --- a conversation of user A with a bit of everything -----------------------------------------
@@ -130,6 +175,18 @@ class World:
             "run": self.run_id,
             "launch": self.launch_id,
         }
+
+
+# The objects a path parameter names (keys of ``World.ids()``), by the parameter's name; several:
+# each is tried. A new parameter name fails the fuzz and matrix tests until it is added here.
+PATH_OBJECTS = {
+    "cid": ("cid",),
+    "tid": ("tid",),
+    "call_id": ("open", "settled"),
+    "asset_id": ("asset",),
+    "run_id": ("run",),
+    "launch_id": ("launch",),
+}
 
 
 def build_world(owner) -> World:
@@ -259,11 +316,14 @@ ROUTES: list[tuple[str, str, Any]] = [
 ]
 
 
-def _fill(template: Any, ids: dict[str, str]) -> Any:
+def filled(template: Any, ids: dict[str, str]) -> Any:
+    """A route's path or body with ``{name}`` filled from ``ids``, in strings, dicts and lists."""
     if isinstance(template, str):
         return template.format(**ids)
     if isinstance(template, dict):
-        return {k: _fill(v, ids) for k, v in template.items()}
+        return {k: filled(v, ids) for k, v in template.items()}
+    if isinstance(template, list):
+        return [filled(v, ids) for v in template]
     return template
 
 

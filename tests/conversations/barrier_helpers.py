@@ -1,5 +1,6 @@
-"""Turn-barrier test helpers: a turn with open calls, a settlement, and barrier requests sent
-through the real ASGI application (``config.asgi.application``), many at once in one loop."""
+"""Turn-barrier test helpers: a turn with open calls, a settlement from a thread of its own,
+barrier requests sent through the real ASGI application (``config.asgi.application``), many at
+once in one loop, and the size of a turn's group on the channel layer."""
 
 from __future__ import annotations
 
@@ -17,11 +18,9 @@ from django.db import connections
 
 from config.asgi import application
 from conversations.api.auth import token_create
-from conversations.services.claims import claim_acquire
 from conversations.services.publish import turn_group
-from conversations.services.settlement import ClaimGuard, call_settle
 
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, new_conversation, open_turn, settle
 
 # How much later than its ``wait`` a waiter may answer: its share of the shared database
 # threads at the start and the end, with up to 100 waiters on a busy 2-core machine.
@@ -59,16 +58,11 @@ def barrier_turn(user, calls: int = 1) -> BarrierTurn:
         connections.close_all()  # the calling thread must not keep a connection checked out
 
 
-def settle(call_id, text: str) -> None:
+def settle_in_thread(call_id, text: str) -> None:
+    """``settle`` the call ``completed`` with ``text``, from a thread of its own (through
+    ``sync_to_async(thread_sensitive=False)``): the thread's connection goes back after."""
     try:
-        claim = claim_acquire(call_id=call_id, worker="w")
-        call_settle(
-            call_id=call_id,
-            outcome="completed",
-            guard=ClaimGuard(claim.token, claim.generation),
-            result={"content": [{"type": "text", "text": text}]},
-            text=text,
-        )
+        settle(call_id, text=text)
     finally:
         connections.close_all()
 

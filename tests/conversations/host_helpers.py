@@ -25,7 +25,7 @@ from conversations.services.publish import (
 )
 from conversations.storage import conversation_dir
 
-from .api_helpers import API
+from .api_helpers import API, send
 from .helpers import assistant_calls, new_conversation, open_turn
 
 HOST_TOOL = "notes_lookup"
@@ -43,13 +43,10 @@ def ready_host_calls(owner, count: int = 1, tool: str = HOST_TOOL):
     return conversation, turn_id, call_ids
 
 
-def _post(client, path: str, body: dict[str, Any]):
-    """A JSON POST with any test client (a token's, a session's, none)."""
-    return client.post(path, data=json.dumps(body), content_type="application/json")
-
-
 def claim(client, tools=(HOST_TOOL,), worker: str = "host-1", **extra):
-    return _post(client, f"{API}/host/claims", {"tools": list(tools), "worker": worker, **extra})
+    return send(
+        client, "post", f"{API}/host/claims", {"tools": list(tools), "worker": worker, **extra}
+    )
 
 
 def claim_one(client, call_id: str) -> dict[str, Any]:
@@ -63,7 +60,7 @@ def claim_one(client, call_id: str) -> dict[str, Any]:
 
 def update(client, call_id: str, held: dict[str, Any], fields: dict[str, Any], **override):
     body = {"token": held["token"], "generation": held["generation"], "update": fields}
-    return _post(client, f"{API}/tool-calls/{call_id}/updates", {**body, **override})
+    return send(client, "post", f"{API}/tool-calls/{call_id}/updates", {**body, **override})
 
 
 def settle(client, call_id: str, held: dict[str, Any], content, outcome="completed", **extra):
@@ -74,7 +71,7 @@ def settle(client, call_id: str, held: dict[str, Any], content, outcome="complet
         "content": content,
         **extra,
     }
-    return _post(client, f"{API}/tool-calls/{call_id}/settle", body)
+    return send(client, "post", f"{API}/tool-calls/{call_id}/settle", body)
 
 
 def png(width: int = 2, height: int = 1, seed: int = 0) -> bytes:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import factory
@@ -12,7 +11,6 @@ import pytest
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth.models import Permission
-from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -38,6 +36,8 @@ from conversations.storage import absolute_from_data
 from tools.models import AsyncRun, Launch, LeftProcess, PermissionRule
 
 from ..factories import StaffFactory, UserFactory
+from .admin_helpers import admin_url, sent_messages
+from .helpers import expire_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -153,10 +153,6 @@ def plain() -> Client:
     return client
 
 
-def admin_url(model, view: str, *args) -> str:
-    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
-
-
 def rows(response) -> list[Any]:
     assert response.status_code == 200, response
     return list(response.context["cl"].result_list)
@@ -164,10 +160,6 @@ def rows(response) -> list[Any]:
 
 def pks(response) -> set[str]:
     return {str(obj.pk) for obj in rows(response)}
-
-
-def sent_messages(response) -> list[str]:
-    return [str(m.message) for m in get_messages(response.wsgi_request)]
 
 
 def object_of(world: World, model) -> Any:
@@ -443,12 +435,6 @@ def test_cancel_settles_the_call(staff, world):
     assert "Cancelled: 1 cancelled." in sent_messages(response)
 
 
-def _expire(call_id) -> None:
-    ExecutionClaim.objects.filter(call_id=call_id).update(
-        expires_at=timezone.now() - timedelta(seconds=1)
-    )
-
-
 def test_a_live_claim_is_not_released(staff, world):
     response = run_action(staff, ToolCall, "release_expired_claims", [world.running_id])
     assert response.status_code == 302
@@ -458,7 +444,7 @@ def test_a_live_claim_is_not_released(staff, world):
 
 
 def test_release_claim_settles_a_running_call_indeterminate(staff, world):
-    _expire(world.running_id)
+    expire_claim(world.running_id)
     response = run_action(staff, ToolCall, "release_expired_claims", [world.running_id])
     assert response.status_code == 302
     assert not ToolCall.objects.filter(pk=world.running_id).exists()
@@ -469,7 +455,7 @@ def test_release_claim_settles_a_running_call_indeterminate(staff, world):
 
 
 def test_release_from_the_claims_changelist(staff, world):
-    _expire(world.running_id)
+    expire_claim(world.running_id)
     response = run_action(staff, ExecutionClaim, "release_expired_claims", [world.running_id])
     assert response.status_code == 302
     assert (

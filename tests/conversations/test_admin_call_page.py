@@ -27,15 +27,12 @@ from .admin_helpers import (
     operate,
     operate_url,
     operations_section,
-    outcome_of,
     sent_messages,
-    settle,
     settle_command,
     staff_with,
-    state_of,
 )
 from .api_helpers import grant_run_commands
-from .helpers import expire_claim, new_conversation
+from .helpers import expire_claim, new_conversation, outcome_of, settle, state_of
 
 pytestmark = pytest.mark.django_db
 

@@ -25,11 +25,9 @@ from .admin_helpers import (
     calls,
     client_of,
     lost_run,
-    settle,
     settle_command,
-    state_of,
 )
-from .helpers import expire_claim, new_conversation
+from .helpers import expire_claim, new_conversation, settle, state_of
 
 pytestmark = pytest.mark.django_db
 

@@ -25,8 +25,8 @@ from conversations.storage import attempt_relative
 from tools.models import Launch, PermissionRule
 
 from ..factories import StaffFactory, UserFactory
-from .admin_helpers import WHEN, admin_url, calls, client_of, settle
-from .helpers import new_conversation
+from .admin_helpers import WHEN, admin_url, calls, client_of
+from .helpers import new_conversation, settle
 
 pytestmark = pytest.mark.django_db
 

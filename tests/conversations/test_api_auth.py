@@ -20,7 +20,7 @@ from conversations.models import (
 )
 
 from ..conftest import ApiClient
-from .api_helpers import API, ROUTES, _fill, assert_error, build_world, send, world_state
+from .api_helpers import API, ROUTES, assert_error, build_world, filled, send, world_state
 from .helpers import new_conversation
 
 # --- 1. owner scoping and authentication -------------------------------------------------------
@@ -40,7 +40,7 @@ def test_another_owners_resources_answer_404_like_missing_ones_on_every_route(
         answers = []
         for ids, body_ids in ((world.ids(), world.ids()), (missing, missing), (malformed, missing)):
             # (A malformed UUID inside a body is a validation error, 422: only paths get one.)
-            response = send(other_api, method, _fill(template, ids), _fill(body, body_ids))
+            response = send(other_api, method, filled(template, ids), filled(body, body_ids))
             assert_error(response, 404, "not_found")
             answers.append(json.loads(response.content))
         assert answers[0] == answers[1] == answers[2], (method, template, answers)
@@ -51,7 +51,7 @@ def test_another_owners_resources_answer_404_like_missing_ones_on_every_route(
     # A still reaches everything B was refused (so the 404s were about the owner).
     for method, template, _ in ROUTES:
         if method == "get":
-            response = send(api, method, _fill(template, world.ids()))
+            response = send(api, method, filled(template, world.ids()))
             assert response.status_code == 200, (template, response.content[:300])
 
 
@@ -63,7 +63,7 @@ def test_a_turn_of_another_conversation_is_not_found(user, api):
         if "{tid}" not in template or "{cid}" not in template:
             continue
         ids = {**world.ids(), "cid": str(mine.pk)}
-        response = send(api, method, _fill(template, ids), _fill(body, ids))
+        response = send(api, method, filled(template, ids), filled(body, ids))
         if template.endswith("/messages"):
             # An assistant message naming a turn that is not this conversation's open turn.
             assert_error(response, 409, "turn_not_open", field="turnId")
@@ -99,7 +99,9 @@ def test_every_route_needs_live_credentials(user):
     ]
     for name, client in _unauthenticated_clients(user).items():
         for method, template, body in routes:
-            response = send(client, method, _fill(template, world.ids()), _fill(body, world.ids()))
+            response = send(
+                client, method, filled(template, world.ids()), filled(body, world.ids())
+            )
             assert response.status_code == 401, (name, method, template, response.content[:200])
             assert_error(response, 401, "unauthorized")
     assert world_state(world) == before

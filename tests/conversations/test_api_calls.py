@@ -26,11 +26,9 @@ from .api_helpers import (
     awaiting_input_call,
     bash_awaiting_approval,
     grant_run_commands,
-    outcome_of,
     settle_host,
-    state_of,
 )
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, new_conversation, open_turn, outcome_of, state_of
 
 # --- 3. tool calls: reading, resolving, cancelling -----------------------------------------------
 

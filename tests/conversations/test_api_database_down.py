@@ -19,7 +19,7 @@ from conversations import selectors
 from conversations.api.base import api as ninja_api
 from tests.faults.helpers import admin_url, terminate_backends
 
-from .api_helpers import API, assert_error
+from .api_helpers import API, assert_error, assert_unavailable
 
 postgresql_only = pytest.mark.skipif(
     connection.vendor != "postgresql",
@@ -40,12 +40,6 @@ def _raising(exc):
     return fail
 
 
-def _unavailable(response, what: str = "database") -> None:
-    error = assert_error(response, 503, "unavailable")
-    assert response["Retry-After"] == "1"
-    assert f"The {what} is unavailable" in error["message"]
-
-
 @postgresql_only
 @pytest.mark.django_db(transaction=True)
 def test_a_dropped_connection_is_503_with_retry_after(api):
@@ -54,7 +48,7 @@ def test_a_dropped_connection_is_503_with_retry_after(api):
     with psycopg.connect(admin_url(), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
     response = api.get(f"{API}/conversations")
-    _unavailable(response)
+    assert_unavailable(response)
     # At the end of a request Django drops a connection that failed (the test client leaves
     # that signal out, to keep a test's transaction): the next request has a fresh one.
     close_old_connections()
@@ -87,7 +81,7 @@ def test_an_outage_in_a_ninja_view_is_503_in_every_mode(api, settings, monkeypat
     settings.DEBUG = debug
     exc, what = OUTAGES[kind]
     monkeypatch.setattr(selectors, "conversations_page", _raising(exc))
-    _unavailable(api.get(f"{API}/conversations"), what)
+    assert_unavailable(api.get(f"{API}/conversations"), what)
 
 
 @pytest.mark.django_db(transaction=True)  # the async view reads on threads of its own
@@ -98,7 +92,7 @@ def test_an_outage_in_the_async_barrier_view_is_503(api, user, settings, monkeyp
         "conversations.api.conversations._barrier_scope", _raising(OUTAGES["django"][0])
     )
     cid = tid = "00000000-0000-0000-0000-000000000000"
-    _unavailable(api.get(f"{API}/conversations/{cid}/turns/{tid}/results?wait=1"))
+    assert_unavailable(api.get(f"{API}/conversations/{cid}/turns/{tid}/results?wait=1"))
 
 
 @pytest.mark.django_db
@@ -106,7 +100,7 @@ def test_an_outage_in_the_async_barrier_view_is_503(api, user, settings, monkeyp
 def test_an_outage_in_a_view_outside_ninja_is_503(api, settings, monkeypatch, debug):
     settings.DEBUG = debug
     monkeypatch.setattr(ninja_api, "get_openapi_schema", _raising(OUTAGES["psycopg"][0]))
-    _unavailable(api.get(f"{API}/openapi.json"))
+    assert_unavailable(api.get(f"{API}/openapi.json"))
 
 
 @pytest.mark.django_db
@@ -120,7 +114,7 @@ def test_an_outage_outside_any_view_is_503_on_every_path(api, settings, monkeypa
     monkeypatch.setattr(CommonMiddleware, "process_request", _raising(OUTAGES["django"][0]))
     response = api.get(path)
     if path.startswith(API):
-        _unavailable(response)
+        assert_unavailable(response)
     else:
         assert response.status_code == 503
         assert response["Retry-After"] == "1"

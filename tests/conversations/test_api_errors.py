@@ -22,6 +22,7 @@ from .api_helpers import (
     awaiting_input_call,
     build_world,
     grant_run_commands,
+    post_raw,
     world_state,
 )
 from .helpers import assistant_calls, new_conversation, open_turn
@@ -68,10 +69,6 @@ class Target:
             "conversations": Conversation.objects.count(),
             "all_events": ConversationEvent.objects.count(),
         }
-
-
-def post_raw(client, url: str, raw: bytes | str, content_type: str = "application/json"):
-    return client.generic("POST", url, raw, content_type=content_type)
 
 
 @pytest.fixture

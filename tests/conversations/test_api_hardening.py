@@ -26,15 +26,12 @@ from .api_helpers import (
     build_world,
     compact_size,
     grant_run_commands,
+    post_raw,
     world_state,
 )
 from .helpers import new_conversation, open_turn
 
 MAX_DEPTH = 100  # arrays and objects in a body, the body itself counting 1
-
-
-def post_raw(client, url: str, raw: str | bytes):
-    return client.generic("POST", url, raw, content_type="application/json")
 
 
 def message_url(conversation) -> str:

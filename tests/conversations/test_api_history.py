@@ -25,15 +25,15 @@ from tools.models import PermissionRule
 from .admin_helpers import settle_command
 from .api_helpers import (
     API,
+    PAYLOAD_KEYS,
     assert_error,
     build_world,
     compact_size,
     grant_run_commands,
+    payload_bytes,
     settle_host,
 )
 from .helpers import assistant_calls, new_conversation, open_turn
-
-PAYLOAD_KEYS = ("input", "inputOmitted", "output")
 
 
 def _page(api, conversation, **query: Any) -> dict[str, Any]:
@@ -62,10 +62,6 @@ def _key(item: dict[str, Any]) -> str:
     if item["type"] == "message":
         return f"m{item['event']['sequence']}"
     return f"t:{item['toolCallId']}"
-
-
-def _payload_bytes(item: dict[str, Any]) -> int:
-    return compact_size({k: item[k] for k in PAYLOAD_KEYS if k in item})
 
 
 # --- order ---------------------------------------------------------------------------------------
@@ -221,7 +217,7 @@ def test_pages_of_cards_with_16_kib_outputs_stay_within_the_budgets(api, user):
         assert compact_size(page) <= FRAME_BUDGET_BYTES
         cards = [i for i in page["items"] if i["type"] == "tool"]
         sent = [c for c in cards if "payloadOmitted" not in c]
-        assert sum(_payload_bytes(c) for c in sent) <= PAYLOAD_BUDGET_BYTES
+        assert sum(payload_bytes(c) for c in sent) <= PAYLOAD_BUDGET_BYTES
         first_omitted = next((n for n, c in enumerate(cards) if "payloadOmitted" in c), None)
         if first_omitted is not None:  # newest first: every older card carries the marker
             assert all("payloadOmitted" in c for c in cards[first_omitted:])

@@ -3,7 +3,6 @@ published to the conversation's group at once, never stored, every refusal namin
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -14,8 +13,9 @@ from channels.layers import get_channel_layer
 from conversations.errors import NotFound, TurnNotOpen, ValidationFailed
 from conversations.models import ConversationEvent, ToolActivity, ToolCall
 from conversations.services.cancel import turn_end
-from conversations.services.publish import conversation_group, unpack
+from conversations.services.publish import conversation_group
 from conversations.snapshots import live_publish
+from tests.realtime.helpers import received
 
 from .api_helpers import API, assert_error
 from .helpers import new_conversation, open_turn
@@ -28,18 +28,6 @@ def _listen(conversation) -> tuple[Any, str]:
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(conversation_group(conversation.pk), channel)
     return layer, channel
-
-
-def _received(layer, channel) -> list[dict[str, Any]]:
-    async def drain() -> list[dict[str, Any]]:
-        got: list[dict[str, Any]] = []
-        while True:
-            try:
-                got += unpack(await asyncio.wait_for(layer.receive(channel), timeout=0.3))
-            except TimeoutError:
-                return got
-
-    return async_to_sync(drain)()
 
 
 def _stored(conversation) -> tuple[int, int, int, int]:
@@ -64,7 +52,7 @@ def test_live_text_reaches_the_group_and_nothing_is_stored(api, user, settings):
     assert response.json() == {"published": True}
     arguments = {"turnId": turn_id, "kind": "arguments", "delta": '{"pa', "providerCallId": "c1"}
     assert api.post_json(url, arguments).status_code == 202
-    assert _received(layer, channel) == [
+    assert received(layer, channel) == [
         {
             "type": "conversation.live",
             "conversationId": str(conversation.pk),
@@ -109,7 +97,7 @@ def test_live_refusals_name_the_field(api, user, settings):
     # Exactly the budget is accepted: 16,384 bytes of JSON.
     assert api.post_json(url, {**text, "delta": "é" * 8192}).status_code == 202
     assert api.post_json(url, {**text, "delta": "\n" * 8192}).status_code == 202
-    assert len(_received(layer, channel)) == 2
+    assert len(received(layer, channel)) == 2
 
 
 @pytest.mark.django_db
@@ -157,5 +145,5 @@ def test_the_function_the_websocket_calls_checks_the_same(user, other_user, sett
     live_publish(
         user, conversation.pk, turn_id=uuid.UUID(turn_id), kind="text", delta="a\ud800\x00"
     )
-    (message,) = _received(layer, channel)
+    (message,) = received(layer, channel)
     assert message["delta"] == "a\ufffd\ufffd" and message["turnId"] == turn_id

@@ -27,13 +27,12 @@ from .api_helpers import (
     ISO_MS,
     QUESTIONS,
     assert_error,
+    assert_unavailable,
     events_of,
     grant_run_commands,
-    outcome_of,
     settle_host,
-    state_of,
 )
-from .helpers import new_conversation, open_turn
+from .helpers import new_conversation, open_turn, outcome_of, state_of
 
 # --- 3. messages -------------------------------------------------------------------------------
 
@@ -309,11 +308,6 @@ def _stored(conversation) -> tuple:
     )
 
 
-def _unavailable(response) -> None:
-    assert_error(response, 503, "unavailable")
-    assert response["Retry-After"] == "1"
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_failure_while_supervising_a_messages_calls_leaves_nothing_and_the_retry_does_it_all(
     api, user, monkeypatch
@@ -339,7 +333,7 @@ def test_a_failure_while_supervising_a_messages_calls_leaves_nothing_and_the_ret
     before = _stored(conversation)
     failed = _failing_once(monkeypatch, {"command": "ls"})
 
-    _unavailable(api.post_json(url, message))
+    assert_unavailable(api.post_json(url, message))
     assert failed
     assert _stored(conversation) == before  # no event, no call, no response, no turn change
     assert not ConversationEvent.objects.filter(message_id="a1").exists()
@@ -383,7 +377,7 @@ def test_a_failure_while_supervising_a_command_leaves_nothing_and_the_retry_does
     before = _stored(conversation)
     _failing_once(monkeypatch, {"command": "echo hi"})
 
-    _unavailable(api.post_json(url, command))
+    assert_unavailable(api.post_json(url, command))
     assert _stored(conversation) == before  # no turn, no call, no event
     assert not Turn.objects.filter(input_id="in-1").exists()
 
@@ -417,7 +411,7 @@ def test_a_denied_command_is_settled_and_its_turn_ended_with_the_post(api, user,
 
     monkeypatch.setattr(settlement, "turn_close", turn_close)
     before = _stored(conversation)
-    _unavailable(api.post_json(url, command))
+    assert_unavailable(api.post_json(url, command))
     assert failed
     assert _stored(conversation) == before
 

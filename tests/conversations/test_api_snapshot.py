@@ -29,17 +29,17 @@ from projections.frames import FRAME_BUDGET_BYTES, PAYLOAD_BUDGET_BYTES
 from .api_helpers import (
     API,
     ISO_MS,
+    PAYLOAD_KEYS,
     assert_error,
     build_world,
     compact_size,
     grant_run_commands,
+    payload_bytes,
     settle_host,
-    state_of,
 )
-from .helpers import assistant_calls, new_conversation, open_turn
+from .helpers import assistant_calls, new_conversation, open_turn, state_of
 
 SNAPSHOT_KEYS = {"conversation", "lastSequence", "openTurn", "calls", "tools", "queue", "asyncRuns"}
-PAYLOAD_KEYS = ("input", "inputOmitted", "output")
 
 
 def _snapshot(api, conversation) -> dict[str, Any]:
@@ -48,10 +48,6 @@ def _snapshot(api, conversation) -> dict[str, Any]:
     assert response["Content-Type"] == "application/json"
     assert len(response.content) <= FRAME_BUDGET_BYTES
     return json.loads(response.content)
-
-
-def _payload_bytes(item: dict[str, Any]) -> int:
-    return compact_size({k: item[k] for k in PAYLOAD_KEYS if k in item})
 
 
 # --- shape ---------------------------------------------------------------------------------------
@@ -166,7 +162,7 @@ def test_cards_with_16_kib_outputs_stay_within_the_frame_and_payload_budgets(api
     omitted = [card for card in cards if "payloadOmitted" in card]
     assert sent and omitted
     assert cards[: len(sent)] == sent  # newest first: the payloads of the newest cards
-    assert sum(_payload_bytes(card) for card in sent) <= PAYLOAD_BUDGET_BYTES
+    assert sum(payload_bytes(card) for card in sent) <= PAYLOAD_BUDGET_BYTES
     for card in omitted:
         assert card["payloadOmitted"]["bytes"] > 16_000
         assert not set(PAYLOAD_KEYS) & set(card)

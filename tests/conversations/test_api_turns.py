@@ -14,8 +14,8 @@ from conversations.models import (
 )
 from conversations.services.claims import claim_acquire
 
-from .api_helpers import API, assert_error, events_of, grant_run_commands, outcome_of, settle_host
-from .helpers import assistant_calls, new_conversation, open_turn
+from .api_helpers import API, assert_error, events_of, grant_run_commands, settle_host
+from .helpers import assistant_calls, new_conversation, open_turn, outcome_of
 
 # --- 3. turns ----------------------------------------------------------------------------------
 

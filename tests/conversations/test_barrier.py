@@ -10,28 +10,15 @@ from asgiref.sync import sync_to_async
 from django.db import connection, connections
 from django.test import AsyncClient
 
-from conversations.api.auth import token_create
-
-from .barrier_helpers import settle
-from .helpers import assistant_calls, new_conversation, open_turn
+from .barrier_helpers import barrier_turn, settle_in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _setup(user, calls: int = 2):
-    try:
-        return _build(user, calls)
-    finally:
-        connections.close_all()  # this pool thread must not keep a connection checked out
-
-
-def _build(user, calls: int):
-    conversation = new_conversation(user)
-    turn_id = open_turn(conversation)
-    posted = assistant_calls(conversation, turn_id, *[("notes", {"n": i}) for i in range(calls)])
-    _, secret = token_create(user=user, name="barrier")
-    url = f"/api/v1/conversations/{conversation.pk}/turns/{turn_id}/results"
-    return posted.call_ids, url, BearerAsyncClient(secret)
+    """The ``barrier_turn``'s calls and URL, and a client with its token."""
+    turn = barrier_turn(user, calls)
+    return turn.call_ids, turn.url, BearerAsyncClient(turn.token)
 
 
 class BearerAsyncClient(AsyncClient):
@@ -64,10 +51,10 @@ async def test_returns_when_the_last_call_settles_not_before(user):
     call_ids, url, client = await sync_to_async(_setup)(user)
     waiter = asyncio.create_task(client.get(url, {"wait": 30}))
     await asyncio.sleep(0.3)
-    await sync_to_async(settle, thread_sensitive=False)(call_ids[1], "second")
+    await sync_to_async(settle_in_thread, thread_sensitive=False)(call_ids[1], "second")
     await asyncio.sleep(0.5)
     assert not waiter.done(), "answered while a call was still unfinished"
-    await sync_to_async(settle, thread_sensitive=False)(call_ids[0], "first")
+    await sync_to_async(settle_in_thread, thread_sensitive=False)(call_ids[0], "first")
     response = await asyncio.wait_for(waiter, timeout=10)
     body = response.json()
     assert body["settled"] is True
@@ -109,6 +96,6 @@ async def test_fifty_waiters_hold_no_threads_or_connections(user):
     busy = await sync_to_async(_open_connections, thread_sensitive=False)()
     if busy >= 0:  # PostgreSQL: count the other sessions on the test database
         assert busy < 20
-    await sync_to_async(settle, thread_sensitive=False)(call_ids[0], "done")
+    await sync_to_async(settle_in_thread, thread_sensitive=False)(call_ids[0], "done")
     responses = await asyncio.wait_for(asyncio.gather(*waiters), timeout=20)
     assert all(r.status_code == 200 and r.json()["settled"] for r in responses)

@@ -24,6 +24,7 @@ from django.test import override_settings
 
 from config.asgi import application
 from conversations.barrier import RECHECK_SECONDS
+from tests.realtime.daphne_helpers import free_port
 
 from .barrier_helpers import (
     LATE_SECONDS,
@@ -31,7 +32,7 @@ from .barrier_helpers import (
     barrier_get,
     barrier_turn,
     group_size,
-    settle,
+    settle_in_thread,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,15 +51,9 @@ def _layer_at(url: str, backend: str = "tests.conversations.barrier_helpers.Coun
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _closed_port() -> Iterator[str]:
-    yield f"redis://127.0.0.1:{_free_port()}/12"
+    yield f"redis://127.0.0.1:{free_port()}/12"
 
 
 @contextlib.contextmanager
@@ -129,7 +124,7 @@ async def test_a_failing_layer_leaves_waiters_to_the_recheck(user, caplog, serve
         await asyncio.sleep(0.3)
         assert not any(w.done() for w in waiters)
         settled_at = loop.time()
-        await sync_to_async(settle, thread_sensitive=False)(busy.call_ids[0], "done")
+        await sync_to_async(settle_in_thread, thread_sensitive=False)(busy.call_ids[0], "done")
         answers = await asyncio.wait_for(asyncio.gather(*waiters), timeout=40)
 
     _assert_deadline_answers(answers[:PER_TURN], idle, DEADLINE_WAIT)
@@ -224,7 +219,7 @@ async def test_redis_failing_mid_wait_leaves_waiters_to_the_recheck(user, caplog
         assert not any(w.done() for w in waiters)
         await asyncio.sleep(0.5)
         settled_at = loop.time()
-        await sync_to_async(settle, thread_sensitive=False)(busy.call_ids[0], "late")
+        await sync_to_async(settle_in_thread, thread_sensitive=False)(busy.call_ids[0], "late")
         answers = await asyncio.wait_for(asyncio.gather(*waiters), timeout=40)
     finally:
         await proxy.close()
@@ -253,7 +248,7 @@ async def test_many_waiters_on_redis_answer_within_their_wait(user, caplog):
     await asyncio.sleep(6)  # past the 5 s socket timeout, with rounds cancelled meanwhile
     assert not any(w.done() for w in waiters)
     settled_at = loop.time()
-    await sync_to_async(settle, thread_sensitive=False)(busy.call_ids[0], "six")
+    await sync_to_async(settle_in_thread, thread_sensitive=False)(busy.call_ids[0], "six")
     answers = await asyncio.wait_for(asyncio.gather(*waiters), timeout=40)
 
     _assert_deadline_answers(answers[:20], idle, wait)

@@ -19,7 +19,7 @@ from .barrier_helpers import (
     barrier_get,
     barrier_turn,
     group_size,
-    settle,
+    settle_in_thread,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,7 +60,7 @@ async def test_a_hundred_waiters_add_a_handful_of_threads_and_all_answer_the_set
     assert not any(w.done() for w in waiters), "answered while the call was unfinished"
 
     settled_at = loop.time()
-    await sync_to_async(settle, thread_sensitive=False)(turn.call_ids[0], "done")
+    await sync_to_async(settle_in_thread, thread_sensitive=False)(turn.call_ids[0], "done")
     answers = await asyncio.wait_for(asyncio.gather(*waiters), timeout=30)
 
     for answer in answers:

@@ -3,7 +3,6 @@ most 4 KiB of arguments; ``GET /tool-calls/{id}`` keeps them whole (docs/subsyst
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -16,30 +15,19 @@ from conversations.models import ToolCall
 from conversations.services import publish
 from conversations.services._in_transaction import call_create
 from conversations.services.events import conversation_lock
-from conversations.services.publish import conversation_group, unpack
+from conversations.services.publish import conversation_group
 from conversations.services.supervision import call_supervise
 from conversations.shapes import call_wire
 from conversations.snapshots import snapshot_read
 from projections.json_cost import json_size
 from projections.tool_input import INPUT_MAX_BYTES
+from tests.realtime.helpers import received
 
 from .api_helpers import API, compact_size
 from .helpers import new_conversation, open_turn
 
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 MIB = 1024 * 1024
-
-
-def _published(layer, channel) -> list[dict[str, Any]]:
-    async def drain() -> list[dict[str, Any]]:
-        got: list[dict[str, Any]] = []
-        while True:
-            try:
-                got += unpack(await asyncio.wait_for(layer.receive(channel), timeout=0.3))
-            except TimeoutError:
-                return got
-
-    return async_to_sync(drain)()
 
 
 def _create(conversation, turn_id: str, tool_name: str, arguments: dict[str, Any]) -> uuid.UUID:
@@ -73,7 +61,7 @@ def test_a_call_with_1_mib_of_arguments_publishes_frames_of_a_few_kib(
     arguments = {"command": "echo " + "x" * MIB, "timeout": 30}
     with django_capture_on_commit_callbacks(execute=True):
         call_id = _create(conversation, turn_id, "bash", arguments)
-    changed = [m for m in _published(layer, channel) if m["type"] == "tool_call.changed"]
+    changed = [m for m in received(layer, channel) if m["type"] == "tool_call.changed"]
     assert [m["call"]["state"] for m in changed] == ["supervising", "awaiting_approval"]
     for message in changed:
         assert compact_size(message) < 8 * 1024, compact_size(message)

@@ -14,8 +14,8 @@ from conversations.services.async_runs import async_run_finish
 from conversations.services.conversations import conversation_delete
 from tools.models import PermissionRule
 
-from .admin_helpers import background_command, calls, settle, settle_command
-from .helpers import new_conversation
+from .admin_helpers import background_command, calls, settle_command
+from .helpers import new_conversation, settle
 
 
 @pytest.mark.parametrize(

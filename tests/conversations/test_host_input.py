@@ -14,7 +14,8 @@ from django.test import Client
 
 from conversations.models import ExecutionClaim
 
-from .api_helpers import API, assert_error, state_of
+from .api_helpers import API, assert_error
+from .helpers import state_of
 from .host_helpers import (
     HOST_TOOL,
     claim,

@@ -30,10 +30,10 @@ from conversations.services.recovery import recover_call
 from conversations.storage import absolute_from_data, attempt_dir, write_exclusive
 from projections.tool_output import bound_tool_output
 
-from ..conftest import ApiClient
+from ..conftest import ApiClient, client_for
 from ..factories import UserFactory
-from .api_helpers import API, ISO_MS, assert_error, state_of
-from .helpers import expire_claim
+from .api_helpers import API, ISO_MS, assert_error
+from .helpers import expire_claim, state_of
 from .host_helpers import (
     HOST_TOOL,
     Listener,
@@ -49,11 +49,6 @@ from .host_helpers import (
 
 def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-def _host_client(user) -> ApiClient:
-    _, secret = token_create(user=user, name="host", scopes=["host"])
-    return ApiClient(secret)
 
 
 # --- the whole path ------------------------------------------------------------------------------
@@ -229,14 +224,14 @@ def test_a_token_claims_its_own_users_calls_and_the_host_scope_every_owners(user
 
     # A session reaches only its own user's calls, even when that user has a host token.
     host_user = UserFactory()
-    _host_client(host_user)
+    client_for(host_user, name="host", scopes=["host"])
     browser = Client()
     browser.force_login(host_user)
     answer = claim(browser, worker="browser")
     assert answer.status_code == 200 and answer.json() == {"claims": []}
 
     # A token with the host scope: every owner's calls, and it may update and settle them.
-    host = _host_client(host_user)
+    host = client_for(host_user, name="host", scopes=["host"])
     taken = claim_one(host, theirs)
     assert update(host, theirs, taken, {"outputDelta": "x"}).status_code == 200
     assert settle(host, theirs, taken, [{"type": "text", "text": "ok"}]).status_code == 200

@@ -11,15 +11,9 @@ import pytest
 
 from conversations.api.hosts import REFUSED_MESSAGE
 
-from .test_health import PROBE_HOST, _asgi_get
+from .api_helpers import PROBE_HOST, asgi_get
 
 REFUSED = {"error": {"code": "bad_request", "message": REFUSED_MESSAGE}}
-
-
-@pytest.fixture
-def production_hosts(settings):
-    settings.DEBUG = False
-    settings.ALLOWED_HOSTS = ["toolcore.example.com"]
 
 
 def _logged(caplog) -> list[logging.LogRecord]:
@@ -55,12 +49,12 @@ def test_a_page_for_an_unlisted_host_is_the_400_page_and_one_warning(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_asgi_chain_refuses_the_same_way(production_hosts, caplog):
-    status, body = _asgi_get("/readyz", PROBE_HOST)
+    status, body = asgi_get("/readyz", PROBE_HOST)
     assert status == 400 and json.loads(body) == REFUSED
     assert [(r.name, r.levelname) for r in _logged(caplog)] == [
         ("django.security.DisallowedHost", "WARNING")
     ]
-    status, body = _asgi_get("/readyz", "toolcore.example.com")
+    status, body = asgi_get("/readyz", "toolcore.example.com")
     assert status == 200 and json.loads(body)["status"] == "ready"
 
 

@@ -19,6 +19,7 @@ from conversations.services.publish import (
     turn_group,
     unpack,
 )
+from tests.realtime.helpers import received
 
 
 def _m(group: str, n: int) -> tuple[str, dict]:
@@ -126,10 +127,6 @@ def _joined(group: str):
     return layer, channel
 
 
-def _received(layer, channel) -> list[dict]:
-    return [m for sent in async_to_sync(_receive_all)(layer, channel, 0.3) for m in unpack(sent)]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_transaction_publishes_once_committed_in_order_one_batch_per_group(settings):
     from conversations.services import publish
@@ -140,7 +137,7 @@ def test_a_transaction_publishes_once_committed_in_order_one_batch_per_group(set
         publish.later("conv.c1", {"type": "t", "n": 1})
         publish.later("turn.t1", {"type": "t", "n": 2})
         publish.later("conv.c1", {"type": "t", "n": 3})
-        assert _received(layer, channel) == []  # nothing before the commit
+        assert received(layer, channel) == []  # nothing before the commit
     sent = async_to_sync(_receive_all)(layer, channel, 0.3)
     assert sent == [
         {"type": BATCH_TYPE, "messages": [{"type": "t", "n": 1}, {"type": "t", "n": 3}]}
@@ -158,7 +155,7 @@ def test_a_rolled_back_transaction_or_savepoint_publishes_nothing_of_it(settings
     with pytest.raises(RuntimeError), publish.atomic():
         publish.later("conv.c1", {"type": "t", "n": 1})
         raise RuntimeError("rolled back")
-    assert _received(layer, channel) == []
+    assert received(layer, channel) == []
     with publish.atomic():
         publish.later("conv.c1", {"type": "t", "n": 2})
         with pytest.raises(RuntimeError), transaction.atomic():  # a savepoint
@@ -166,7 +163,7 @@ def test_a_rolled_back_transaction_or_savepoint_publishes_nothing_of_it(settings
             raise RuntimeError("savepoint rolled back")
         with publish.atomic():  # nested: the outer collector sends it
             publish.later("conv.c1", {"type": "t", "n": 4})
-    assert [m["n"] for m in _received(layer, channel)] == [2, 4]
+    assert [m["n"] for m in received(layer, channel)] == [2, 4]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -176,7 +173,7 @@ def test_outside_a_transaction_a_message_goes_at_once(settings):
     settings.CHANNEL_LAYERS = IN_MEMORY
     layer, channel = _joined("conv.c1")
     publish.later("conv.c1", {"type": "t", "n": 1})
-    assert _received(layer, channel) == [{"type": "t", "n": 1}]
+    assert received(layer, channel) == [{"type": "t", "n": 1}]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -195,7 +192,7 @@ def test_steps_given_to_then_follow_the_commit_and_its_publications(settings):
     def step(n):
         def take():
             taken.append(
-                (n, connection.in_atomic_block, [m["n"] for m in _received(layer, channel)])
+                (n, connection.in_atomic_block, [m["n"] for m in received(layer, channel)])
             )
 
         return take

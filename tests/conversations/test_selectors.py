@@ -9,8 +9,8 @@ from django.db.models import Exists, OuterRef
 from conversations.models import ConversationEvent, ToolCall
 from conversations.selectors import call_response, call_response_payload, call_responses
 
-from .admin_helpers import calls, settle
-from .helpers import new_conversation
+from .admin_helpers import calls
+from .helpers import new_conversation, settle
 
 pytestmark = pytest.mark.django_db
 

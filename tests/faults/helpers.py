@@ -1,5 +1,8 @@
 """What every fault test ends with: recovery done, orphan files purged as an operator would,
-then the invariant check (``manage.py check_integrity``), which must pass."""
+then the invariant check (``manage.py check_integrity``), which must pass: on the test database
+(``assert_intact``) or on a site's (``assert_site_intact``); every call settled once
+(``settled_once``). Also what they start from (``bash_conversation``) and the PostgreSQL server's
+side (``admin_url``, ``terminate_backends``)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from django.core.management import call_command
 
 from conversations.integrity import CHECKS
 from conversations.models import ConversationEvent, ToolCall
+from tests.conversations.helpers import new_conversation, open_turn
+from tools.models import PermissionRule
+from tools.workspaces import conversation_workspace
 
 
 def integrity() -> tuple[int, str]:
@@ -34,6 +40,26 @@ def assert_intact(*, purge: bool = True) -> str:
         code, output = integrity()
     assert code == 0, output
     return output
+
+
+def assert_site_intact(made) -> None:
+    """On a site of real processes (``tests.realtime.daphne_helpers.Site``): orphan files
+    purged, then the invariant check passes on the site's database."""
+    made.manage("purge_orphans")
+    done = made.run("check_integrity")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def bash_conversation(user, files: dict[str, str]):
+    """A conversation whose ``bash`` calls a rule allows (no approval asked), its workspace
+    holding ``files`` (name: text), and its open turn: ``(conversation, turn id)``."""
+    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
+    conversation = new_conversation(user)
+    workspace = conversation_workspace(conversation)
+    workspace.mkdir(parents=True)
+    for name, text in files.items():
+        (workspace / name).write_text(text)
+    return conversation, open_turn(conversation)
 
 
 def breach_lines(output: str) -> list[str]:

@@ -19,13 +19,11 @@ import pytest
 from conversations.models import Asset
 from conversations.services import settlement
 from conversations.storage import absolute_from_data, sha256_file
-from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.conversations.helpers import assistant_calls
 from tests.tools.worker_helpers import response_of, running_worker, wait_for
-from tools.models import PermissionRule
 from tools.runtime.registry import HANDLERS
-from tools.workspaces import conversation_workspace
 
-from .helpers import assert_intact, settled_once
+from .helpers import assert_intact, bash_conversation, settled_once
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
@@ -76,13 +74,7 @@ def _inject_enospc(monkeypatch) -> None:
     monkeypatch.setattr(settlement, "write_exclusive", refuse)
 
 
-def _conversation(user):
-    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
-    conversation = new_conversation(user)
-    workspace = conversation_workspace(conversation)
-    workspace.mkdir(parents=True)
-    (workspace / "notes.txt").write_text("some notes\n")
-    return conversation, open_turn(conversation)
+FILES = {"notes.txt": "some notes\n"}  # the workspace's
 
 
 def _assets_intact(call_id) -> None:
@@ -91,7 +83,7 @@ def _assets_intact(call_id) -> None:
 
 
 def test_a_full_disk_while_settling(user, small_disk, monkeypatch):
-    conversation, turn_id = _conversation(user)
+    conversation, turn_id = bash_conversation(user, FILES)
     if small_disk is not None:
         _fill(small_disk)
     else:
@@ -120,7 +112,7 @@ def test_a_full_disk_while_settling(user, small_disk, monkeypatch):
 def test_a_full_disk_while_capturing(user, small_disk):
     if small_disk is None:
         pytest.skip("needs a tmpfs DATA_DIR (root and mount -t tmpfs); not injected in capture")
-    conversation, turn_id = _conversation(user)
+    conversation, turn_id = bash_conversation(user, FILES)
     # 3 MB of output into a 1 MiB disk: capture stores what fits, counts the rest. (The
     # allow-all rule covers both simple commands of the pipeline; a script file run through
     # ``sh`` could not be checked, so no rule would allow it.)

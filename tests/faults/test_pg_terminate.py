@@ -46,8 +46,7 @@ from tools.models import PermissionRule
 from tools.runtime.base import CallContext, HandlerResult
 from tools.workspaces import conversation_workspace
 
-from .helpers import assert_intact, settled_once, terminate_backends
-from .test_servers import assert_intact as assert_site_intact
+from .helpers import assert_intact, assert_site_intact, settled_once, terminate_backends
 
 # Runs until a file ``stop`` appears in the workspace (the allow-all rule of the test covers
 # each of its simple commands).

@@ -28,24 +28,19 @@ from tests.realtime.daphne_helpers import (
     Cursor,
     Daphne,
     Rest,
-    Site,
+    append,
+    appended,
     free_port,
     site,
     subscribe,
     ws_connect,
 )
-from tests.realtime.test_e2e_daphne import append, appended
+
+from .helpers import assert_site_intact
 
 pytestmark = pytest.mark.faults
 
 DURABLE = {"replay", "conversation.event", "head"}
-
-
-def assert_intact(made: Site) -> None:
-    """Orphan files purged, then the invariant check passes on the site's database."""
-    made.manage("purge_orphans")
-    done = made.run("check_integrity")
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 class Follower:
@@ -144,7 +139,7 @@ async def test_kill_9_of_a_daphne_running_calls(tmp_path):
         assert outcomes[calls[2]] == "completed"
         assert outcomes[calls[0]] == outcomes[calls[1]] == "indeterminate"
         assert follower.cursor.sequences == list(range(1, follower.cursor.last + 1))
-        assert_intact(made)
+        assert_site_intact(made)
 
 
 @contextlib.contextmanager
@@ -211,4 +206,4 @@ async def test_redis_restarted_mid_stream(tmp_path):
             f"redis restarted twice: {follower.sessions} sessions, {follower.cursor.live} "
             f"events live, {follower.cursor.replayed} replayed"
         )
-        assert_intact(made)
+        assert_site_intact(made)

@@ -8,43 +8,22 @@ from __future__ import annotations
 import signal
 
 import pytest
-from django.contrib.auth.models import Permission
 
-from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolCall
+from conversations.models import Asset, ConversationEvent, ExecutionClaim
 from conversations.orphans import orphan_folders
-from conversations.services.interactions import call_resolve
 from conversations.storage import absolute_from_data, data_dir, sha256_file
-from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
-from tests.tools.worker_helpers import stop_worker, wait_for, worker_process
-from tools.models import PermissionRule
+from tests.conversations.helpers import assistant_calls
+from tests.tools.worker_helpers import approve, stop_worker, wait_for, worker_process
 from tools.runtime.processes import group_has_live_member
-from tools.workspaces import conversation_workspace
 
-from .helpers import assert_intact, settled_once
+from .helpers import assert_intact, bash_conversation, settled_once
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 LEASE_SECONDS = 3  # renewed every second: a loaded machine does not stall a worker past it
 
 
-def _conversation(user):
-    PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
-    conversation = new_conversation(user)
-    workspace = conversation_workspace(conversation)
-    workspace.mkdir(parents=True)
-    for n in range(20):
-        (workspace / f"f{n}.txt").write_text(f"file {n}\n" * 50)
-    return conversation, open_turn(conversation)
-
-
-def _approve(user, call_ids) -> None:
-    """Approve the calls the permission port asks about (a compound command)."""
-    user.user_permissions.add(Permission.objects.get(codename="run_commands"))
-    user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
-    approval = {"kind": "approval", "decision": "allow", "persist": False}
-    for call_id in call_ids:
-        if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
-            call_resolve(call_id=call_id, user=user, request_id="ok", resolution=approval)
+FILES = {f"f{n}.txt": f"file {n}\n" * 50 for n in range(20)}  # the workspace's
 
 
 def _kill(process) -> None:
@@ -53,13 +32,13 @@ def _kill(process) -> None:
 
 
 def test_kill_9_while_calls_run(user):
-    conversation, turn_id = _conversation(user)
+    conversation, turn_id = bash_conversation(user, FILES)
     sleeps = assistant_calls(
         conversation,
         turn_id,
         *[("bash", {"command": f"echo started {n}; sleep 60"}) for n in range(3)],
     ).call_ids
-    _approve(user, sleeps)
+    approve(user, sleeps)
     dying = worker_process("w-dies", lease_seconds=LEASE_SECONDS)
     try:
         wait_for(lambda: ExecutionClaim.objects.filter(pgid__isnull=False).count() == 3, 30)
@@ -110,7 +89,7 @@ def test_kill_9_while_settling(user):
     """A worker settling a stream of quick calls is killed as it settles them (killed right
     after one settlement committed, it is in the middle of the next ones): the calls it had
     not settled are recovered, read-only ones run again, commands settle indeterminate."""
-    conversation, turn_id = _conversation(user)
+    conversation, turn_id = bash_conversation(user, FILES)
     reads = [("read", {"path": f"f{n}.txt"}) for n in range(20)]
     commands = [("bash", {"command": f"echo {n}"}) for n in range(8)]
     calls = assistant_calls(conversation, turn_id, *reads, *commands).call_ids

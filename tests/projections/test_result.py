@@ -1,7 +1,7 @@
 """Model projection profiles, plain-text, item and terminal results (projections/result.py).
 
 The process contract (``project_process``, in ``projections/process.py``, re-exported by
-``projections.result``) is tested in ``test_process.py``.
+``projections.result``) is tested in ``test_process_*.py``.
 """
 
 from __future__ import annotations

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 
 
 @pytest.fixture(autouse=True)
-async def _connections_given_back():
-    """The test's own sync calls share one thread: its connection goes back after each test
-    (on PostgreSQL a pooled connection kept checked out would outlive the test database)."""
-    yield
-    await sync_to_async(connections.close_all)()
+def _websocket_test(_connections_given_back):
+    """Every websocket test gives its thread's connection back (tests/conftest.py)."""

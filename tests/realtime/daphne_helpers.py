@@ -7,6 +7,10 @@ environment every process of the site runs with (the suite's Redis server, in a 
 the sites' own, when the suite has ``REDIS_URL``).
 Nothing here touches the test process's own database: the tests speak HTTP and websockets only.
 
+Also here: the clients of a site (``Rest``, ``Browser``, ``ws_connect``, ``Cursor``), its writer
+process (``append``, ``appended``), and what any test's child process needs (``ROOT``,
+``free_port``, ``stop_process``, ``rss_bytes``).
+
 A process that fails (a ``manage.py`` command, a daphne that does not start) raises with its
 stderr; the stderr of every daphne is printed when the site closes, so pytest shows it beside a
 failed test. A daphne's or worker's stdout goes to the same log as its stderr: both are
@@ -68,13 +72,15 @@ def redis_url() -> str:
     return settings.REDIS_URL
 
 
-def _own_redis_database(url: str) -> str:
-    """``url`` on a database number of the sites' own (13, or 12 if the suite uses 13): the
-    suite deletes its channel layer's keys after every test, which must not touch a live
-    site's groups and channels (nor another run's on the same server)."""
+def own_redis_database(url: str, number: int = 13) -> str:
+    """``url`` on a database number of the sites' own (``number``, or the one below if the
+    suite uses that one): the suite deletes its channel layer's keys after every test, which
+    must not touch a live site's groups and channels (nor another run's on the same server).
+    The end-to-end sites use 13, the browser tests' site 15."""
     parts = urlsplit(url)
     current = parts.path.strip("/") or "0"
-    return urlunsplit(parts._replace(path="/12" if current == "13" else "/13"))
+    own = number - 1 if current == str(number) else number
+    return urlunsplit(parts._replace(path=f"/{own}"))
 
 
 def _postgres_database(suite_url: str) -> tuple[str, Any]:
@@ -105,12 +111,12 @@ def rss_bytes(pid: int) -> int:
     return int(match.group(1)) * 1024
 
 
-def _stop(process: subprocess.Popen | None) -> None:
-    """SIGTERM, then SIGKILL if it lingers."""
+def stop_process(process: subprocess.Popen | None, seconds: float = STOP_SECONDS) -> None:
+    """SIGTERM, then SIGKILL if it lingers ``seconds``."""
     if process is not None and process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(STOP_SECONDS)
+            process.wait(seconds)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -211,7 +217,7 @@ class Daphne:
 
     def stop(self) -> str:
         """SIGTERM (SIGKILL if it lingers); the stderr it left."""
-        _stop(self.process)
+        stop_process(self.process)
         return self.stderr()
 
 
@@ -253,10 +259,11 @@ class Site:
             LOG_LEVEL="WARNING",
         )
         if redis_url():
-            self.env["REDIS_URL"] = _own_redis_database(redis_url())
+            self.env["REDIS_URL"] = own_redis_database(redis_url())
         self.env.update(env)
 
-    def create(self) -> Site:
+    def migrate(self) -> None:
+        """The site's folders and a database of its own (``DATABASE_URL``), migrated."""
         (self.root / "data").mkdir(parents=True, exist_ok=True)
         (self.root / "workspaces").mkdir(parents=True, exist_ok=True)
         if uses_postgresql():
@@ -266,6 +273,10 @@ class Site:
         else:
             self.env["DATABASE_URL"] = f"sqlite:///{self.root / 'db.sqlite3'}"
         self.manage("migrate", "--no-input", "-v", "0")
+
+    def create(self) -> Site:
+        """Migrated (``migrate``), with the superuser and a token of it."""
+        self.migrate()
         self.manage(
             "createsuperuser",
             "--no-input",
@@ -370,13 +381,13 @@ class Rest:
         return self.call("POST", "/conversations", {"title": title})["id"]
 
     def turn_open(self, cid: str, message_id: str = "user-1") -> str:
-        body = {"messageId": message_id, "role": "user", "content": [_text("go")]}
+        body = {"messageId": message_id, "role": "user", "content": [text_block("go")]}
         return self.call("POST", f"/conversations/{cid}/messages", body)["turnId"]
 
     def say(self, cid: str, turn_id: str, message_id: str, text: str) -> int:
         """An assistant text message (one event); its sequence."""
         body = {"messageId": message_id, "role": "assistant", "turnId": turn_id}
-        body["content"] = [_text(text)]
+        body["content"] = [text_block(text)]
         return self.call("POST", f"/conversations/{cid}/messages", body)["event"]["sequence"]
 
     def close(self) -> None:
@@ -416,8 +427,39 @@ class Browser:
         self._form("/admin/logout/", {})
 
 
-def _text(text: str) -> dict[str, str]:
+def text_block(text: str) -> dict[str, str]:
+    """A message's text content block."""
     return {"type": "text", "text": text}
+
+
+# --- a writer process --------------------------------------------------------------------------
+
+
+async def append(site: Site, server: Daphne, cid: str, **options) -> asyncio.subprocess.Process:
+    """Start ``tests.realtime.appender`` (options as its flags) in a process of its own."""
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.realtime.appender",
+        f"--port={server.port}",
+        f"--token={site.token}",
+        f"--conversation={cid}",
+        *flags,
+        cwd=ROOT,
+        env=site.env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def appended(process: asyncio.subprocess.Process, timeout: float = 60) -> int:
+    """The last sequence the appender wrote (it must have succeeded)."""
+    async with asyncio.timeout(timeout):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode(errors="replace")[-5000:]
+    return int(out.split()[-1])
 
 
 # --- websockets --------------------------------------------------------------------------------

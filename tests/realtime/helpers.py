@@ -1,17 +1,22 @@
-"""Websocket clients of the real ASGI application (``config.asgi``), in the test process."""
+"""Websocket clients of the real ASGI application (``config.asgi``), in the test process: a
+connected socket (``connect``, ``token_for``), its frames (``receive``, ``send``,
+``frames_until``, ``sequences``), a conversation to watch and messages appended to it
+(``conversation_with_turn``, ``say``, ``published``); and what a channel of the channel layer
+received (``received``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from config.asgi import application
 from conversations.api.auth import token_create
-from conversations.services.publish import publisher
-from tests.conversations.helpers import new_conversation, open_turn
+from conversations.services.publish import publisher, unpack
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 
 TIMEOUT = 5
 
@@ -84,23 +89,12 @@ def conversation_with_turn(user):
     return conversation, turn_id
 
 
-_said = iter(range(1, 10**9))
-
-
 @sync_to_async
 def say(conversation, turn_id: str, count: int = 1, text: str = "thinking") -> list[int]:
     """Append ``count`` assistant text messages (one event each); their sequences."""
-    from conversations.services.messages import message_post
-
     out = []
     for _ in range(count):
-        posted = message_post(
-            conversation_id=conversation.pk,
-            message_id=f"say-{next(_said)}",
-            role="assistant",
-            turn_id=turn_id,
-            content=[{"type": "text", "text": text}],
-        )
+        posted = assistant_calls(conversation, turn_id, text=text)
         out.append(posted.body["event"]["sequence"])
     return out
 
@@ -108,3 +102,18 @@ def say(conversation, turn_id: str, count: int = 1, text: str = "thinking") -> l
 async def published() -> None:
     """Wait until everything committed so far went out (the Redis publisher lingers 20 ms)."""
     await sync_to_async(publisher.drain, thread_sensitive=False)()
+
+
+def received(layer, channel: str, timeout: float = 0.3) -> list[dict[str, Any]]:
+    """Every message ``channel`` of ``layer`` received until none comes for ``timeout`` seconds,
+    batches unpacked (for a test's own channel, added to a group)."""
+
+    async def drain() -> list[dict[str, Any]]:
+        got: list[dict[str, Any]] = []
+        while True:
+            try:
+                got += unpack(await asyncio.wait_for(layer.receive(channel), timeout=timeout))
+            except TimeoutError:
+                return got
+
+    return async_to_sync(drain)()

@@ -26,9 +26,9 @@ from .daphne_helpers import (
     ROOT,
     Browser,
     Cursor,
-    Daphne,
     Rest,
-    Site,
+    append,
+    appended,
     receive,
     redis_url,
     site,
@@ -48,33 +48,6 @@ def e2e(tmp_path):
         yield made
     errors = [line for server in made.daphnes for line in server.errors()]
     assert not errors, "daphne logged errors:\n" + "\n".join(errors)
-
-
-async def append(site: Site, server: Daphne, cid: str, **options) -> asyncio.subprocess.Process:
-    """Start ``tests.realtime.appender`` (options as its flags) in a process of its own."""
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.realtime.appender",
-        f"--port={server.port}",
-        f"--token={site.token}",
-        f"--conversation={cid}",
-        *flags,
-        cwd=ROOT,
-        env=site.env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def appended(process: asyncio.subprocess.Process, timeout: float = 60) -> int:
-    """The last sequence the appender wrote (it must have succeeded)."""
-    async with asyncio.timeout(timeout):
-        out, err = await process.communicate()
-    assert process.returncode == 0, err.decode(errors="replace")[-5000:]
-    return int(out.split()[-1])
 
 
 async def test_a_client_reconnecting_at_random_gets_every_sequence_once_in_order(e2e):

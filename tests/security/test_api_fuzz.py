@@ -29,7 +29,7 @@ from schemathesis.specs.openapi.checks import (
 
 from conversations.api.auth import token_create
 from conversations.models import Conversation
-from tests.conversations.api_helpers import build_world, grant_run_commands
+from tests.conversations.api_helpers import PATH_OBJECTS, build_world, grant_run_commands
 
 from .errors import error_of
 from .fuzzing import FUZZ
@@ -43,16 +43,6 @@ schema = schemathesis.openapi.from_wsgi(
     "/api/v1/openapi.json", get_wsgi_application(), config=CONFIG
 )
 
-# The objects a path parameter names, by the parameter's name. A new parameter name fails the
-# test until it is added here, so a new route is fuzzed against real objects too.
-PATH_OBJECTS = {
-    "cid": ("cid",),
-    "tid": ("tid",),
-    "call_id": ("open", "settled"),
-    "asset_id": ("asset",),
-    "run_id": ("run",),
-    "launch_id": ("launch",),
-}
 
 # Rules the OpenAPI schema cannot state, which a schema-valid request may therefore break: a 422
 # naming one of these fields is the documented answer (docs/subsystems/api.md), not a request

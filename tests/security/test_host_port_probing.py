@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from conversations.api.auth import token_create
 from conversations.services.cancel import call_cancel
 from conversations.services.claims import claim_acquire
 from conversations.services.recovery import recover_call
-from tests.conftest import ApiClient, client_for
+from tests.conftest import client_for
 from tests.conversations.api_helpers import API, assert_error, grant_run_commands
 from tests.conversations.helpers import expire_claim, new_conversation
 from tests.conversations.host_helpers import (
@@ -48,11 +47,6 @@ def _same_as_missing(answers: list[Any], missing: list[Any]) -> None:
         assert dict(answer.items()) == dict(baseline.items())
 
 
-def _host_client(user, *, scopes=()) -> ApiClient:
-    _, secret = token_create(user=user, name="host", scopes=list(scopes))
-    return ApiClient(secret)
-
-
 def _bash_call_held_by_a_worker(user) -> tuple[Any, str, dict[str, Any]]:
     """A typed ``bash`` call of ``user``, claimed by a server worker: its live claim."""
     grant_run_commands(user)
@@ -69,7 +63,7 @@ def _bash_call_held_by_a_worker(user) -> tuple[Any, str, dict[str, Any]]:
 def test_anything_but_a_host_call_held_by_this_token_answers_as_a_missing_id(user, scope):
     """The matrix, asked by a token of user A (plain, or with the ``host`` scope that reaches
     every owner): each answer equals the answer for a missing id, and nothing changes."""
-    asker = _host_client(user, scopes=["host"] if scope == "host" else [])
+    asker = client_for(user, name="host", scopes=["host"] if scope == "host" else [])
     missing = _both(asker, str(uuid.uuid4()), MADE_UP)
     for answer in missing:
         assert_error(answer, 404, "not_found")
@@ -83,7 +77,7 @@ def test_anything_but_a_host_call_held_by_this_token_answers_as_a_missing_id(use
     other_claim = claim_one(client_for(other), other_id)
     # A's own host call, held by another token of A: even that token's live claim.
     mine_conversation, _, (mine_id,) = ready_host_calls(user)
-    sibling_claim = claim_one(_host_client(user), mine_id)
+    sibling_claim = claim_one(client_for(user, name="host"), mine_id)
     # A's host call held by the asker itself, with a claim the port never gave.
     held_conversation, _, (held_id,) = ready_host_calls(user)
     held = claim_one(asker, held_id)
@@ -115,7 +109,7 @@ def test_anything_but_a_host_call_held_by_this_token_answers_as_a_missing_id(use
 def test_a_claim_this_token_lost_answers_409_stale_claim(user, lost):
     """The holder whose claim was lost learns it: 409 ``stale_claim``, nothing changes; the
     same claim presented by another token of the same user is 404 as for a missing id."""
-    asker = _host_client(user)
+    asker = client_for(user, name="host")
     conversation, _, (call_id,) = ready_host_calls(user)
     held = claim_one(asker, call_id)
     if lost == "expired and recovered":
@@ -127,7 +121,7 @@ def test_a_claim_this_token_lost_answers_409_stale_claim(user, lost):
     before = snapshot(conversation)
     for answer in _both(asker, call_id, held):
         assert_error(answer, 409, "stale_claim")
-    missing = _both(_host_client(user), str(uuid.uuid4()), MADE_UP)
-    _same_as_missing(_both(_host_client(user), call_id, held), missing)
+    missing = _both(client_for(user, name="host"), str(uuid.uuid4()), MADE_UP)
+    _same_as_missing(_both(client_for(user, name="host"), call_id, held), missing)
     _same_as_missing(_both(asker, str(uuid.uuid4()), held), missing)  # for another id
     assert snapshot(conversation) == before

@@ -11,14 +11,12 @@ import time
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
-from asgiref.testing import ApplicationCommunicator
 from django.core.management import call_command
 from django.test import Client
 
 from config.asgi import application
 from tests.conftest import client_for
-from tests.conversations.api_helpers import API, assert_error
+from tests.conversations.api_helpers import API, asgi_get, assert_error
 from tests.factories import StaffFactory
 from tests.realtime.helpers import TIMEOUT, hello, receive, token_for
 
@@ -165,31 +163,6 @@ def test_the_turn_barrier_counts_failed_tokens_too(limit):
     assert_error(answers[-1], 429, "throttled")
 
 
-def _asgi_get(path: str, client: tuple[str, int], headers: list[tuple[bytes, bytes]]):
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": [(b"host", b"testserver"), *headers],
-        "client": client,
-        "server": ("testserver", 80),
-    }
-
-    async def run() -> tuple[int, bytes]:
-        app = ApplicationCommunicator(application, scope)
-        await app.send_input({"type": "http.request", "body": b"", "more_body": False})
-        start = await app.receive_output(10)
-        body = await app.receive_output(10)
-        return start["status"], body.get("body", b"")
-
-    return async_to_sync(run)()
-
-
 @pytest.mark.django_db(transaction=True)  # served by the ASGI application, on its threads
 def test_the_address_is_the_connections_as_the_server_set_it(limit):
     """Through the ASGI application: the address counted is the connection's client (what
@@ -198,12 +171,17 @@ def test_the_address_is_the_connections_as_the_server_set_it(limit):
     bearer = (b"authorization", f"Bearer {BAD_TOKEN}".encode())
     for n in range(LIMIT):
         spoofed = (b"x-forwarded-for", f"192.0.2.{n}".encode())
-        status, body = _asgi_get(
-            f"{API}/conversations", ("198.51.100.7", 1000 + n), [bearer, spoofed]
+        status, body = asgi_get(
+            f"{API}/conversations",
+            client=("198.51.100.7", 1000 + n),
+            headers=[bearer, spoofed],
+            app=application,
         )
     assert status == 429
     assert "198.51.100.7" in json.loads(body)["error"]["message"]
-    status, _ = _asgi_get(f"{API}/conversations", ("198.51.100.8", 1), [bearer])
+    status, _ = asgi_get(
+        f"{API}/conversations", client=("198.51.100.8", 1), headers=[bearer], app=application
+    )
     assert status == 401
 
 

@@ -17,14 +17,17 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from conversations.models import Conversation
-from tests.conftest import ApiClient
+from tests.conftest import client_for
 from tests.conversations.api_helpers import (
     API,
+    PATH_OBJECTS,
     assert_error,
     build_world,
+    filled,
     grant_run_commands,
     world_state,
 )
+from tests.conversations.api_helpers import send as api_send
 from tests.conversations.helpers import assistant_calls
 from tests.realtime.helpers import connect, hello, receive, send, token_for
 from tools.workspaces import conversation_workspace
@@ -33,15 +36,6 @@ from .errors import error_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The object each path parameter names (keys of ``World.ids()``); several: each is tried.
-PATH_OBJECTS = {
-    "cid": ("cid",),
-    "tid": ("tid",),
-    "call_id": ("open", "settled"),
-    "asset_id": ("asset",),
-    "run_id": ("run",),
-    "launch_id": ("launch",),
-}
 
 # A valid body for each request schema, ids as ``{placeholders}`` filled with the same ids as
 # the path: B must be refused for the object, not for the body.
@@ -83,23 +77,6 @@ def _schema_name(operation: dict[str, Any]) -> str | None:
     name = text.split("#/components/schemas/", 1)[1].split('"', 1)[0]
     assert name in BODIES, f"request body {name}: add a valid one to BODIES"
     return name
-
-
-def _filled(template: Any, ids: dict[str, str]) -> Any:
-    if isinstance(template, str):
-        return template.format(**ids)
-    if isinstance(template, dict):
-        return {k: _filled(v, ids) for k, v in template.items()}
-    if isinstance(template, list):
-        return [_filled(v, ids) for v in template]
-    return template
-
-
-def _send(client, method: str, path: str, body: Any):
-    if method == "post":
-        data = "" if body is None else json.dumps(body)
-        return client.post(API + path, data=data, content_type="application/json")
-    return getattr(client, method)(API + path)
 
 
 def _choices(path: str) -> list[dict[str, str]]:
@@ -159,7 +136,7 @@ def test_b_gets_for_as_object_what_it_gets_for_a_missing_one_on_every_route(user
     a_world = build_world(user)
     # A host call of A ready to be claimed: B's claim (no host scope) must not take it.
     assistant_calls(a_world.conversation, a_world.turn_id, ("notes", {"q": "ready"}))
-    b_api = _client(other_user)
+    b_api = client_for(other_user, name="matrix")
     a_ids = a_world.ids()
     before = world_state(a_world)
     collections = _collection_checks(a_world, user, other_user, b_api)
@@ -183,8 +160,8 @@ def test_b_gets_for_as_object_what_it_gets_for_a_missing_one_on_every_route(user
                     **{keys.get(p, p): v for p, v in ids.items()},
                 }
                 fill["tid"] = ids.get("tid", a_ids["tid"] if ids is theirs else str(uuid.uuid4()))
-                body = _filled(BODIES[name], fill) if name else None
-                response = _send(b_api, method, path.format(**ids), body)
+                body = filled(BODIES[name], fill) if name else None
+                response = api_send(b_api, method, path.format(**ids), body)
                 error = error_of(response.status_code, response["Content-Type"], response.content)
                 assert (response.status_code, error["code"]) == (404, "not_found"), (
                     method,
@@ -196,12 +173,6 @@ def test_b_gets_for_as_object_what_it_gets_for_a_missing_one_on_every_route(user
             assert answers[0] == answers[1], (method, path, answers)
         assert world_state(a_world) == before, (method, path)
     assert seen == set(collections), "a collection route left the schema: drop its check"
-
-
-def _client(user) -> ApiClient:
-    from conversations.api.auth import token_create
-
-    return ApiClient(token_create(user=user, name="matrix")[1])
 
 
 # --- websockets and pages ----------------------------------------------------------------------

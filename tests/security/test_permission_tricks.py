@@ -14,8 +14,14 @@ from __future__ import annotations
 import pytest
 
 from conversations.models import ToolCall
-from tests.conversations.api_helpers import API, grant_run_commands, outcome_of, state_of
-from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.conversations.api_helpers import API, grant_run_commands
+from tests.conversations.helpers import (
+    assistant_calls,
+    new_conversation,
+    open_turn,
+    outcome_of,
+    state_of,
+)
 from tests.tools.worker_helpers import running_worker, wait_for
 from tools.catalog import tool_spec
 from tools.models import PermissionRule

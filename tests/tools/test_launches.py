@@ -3,16 +3,14 @@ the owner's workbench."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import Permission
 
 from conversations.services.launches import workbench_group
-from conversations.services.publish import unpack
 from tests.conftest import client_for
+from tests.realtime.helpers import received
 from tools.models import Launch
 from tools.runtime.processes import group_has_live_member
 from tools.runtime.registry import HANDLERS
@@ -27,18 +25,6 @@ API = "/api/v1"
 def launcher(user):
     user.user_permissions.add(Permission.objects.get(codename="run_commands"))
     return client_for(user)
-
-
-def _received(layer, channel) -> list[dict]:
-    async def drain():
-        got = []
-        while True:
-            try:
-                got.extend(unpack(await asyncio.wait_for(layer.receive(channel), 0.3)))
-            except TimeoutError:
-                return got
-
-    return async_to_sync(drain)()
 
 
 def test_a_launch_runs_its_command_and_its_end_is_published(launcher, user, settings):
@@ -56,7 +42,7 @@ def test_a_launch_runs_its_command_and_its_end_is_published(launcher, user, sett
     page = launcher.get(f"{API}/launches/{launch_id}/log").json()
     assert page["lines"][0].endswith(f"/{user.pk}/site") and page["lines"][1] == "hello"
     assert page["status"] == "exited"
-    changes = [m["launch"] for m in _received(layer, channel) if m["type"] == "launch.changed"]
+    changes = [m["launch"] for m in received(layer, channel) if m["type"] == "launch.changed"]
     assert [c["status"] for c in changes][0] == "running" and changes[-1]["status"] == "exited"
     assert any(c["pid"] for c in changes)  # started, with its pid
     assert "hello" in changes[-1]["summary"] and "Process exit code 4." in changes[-1]["summary"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,19 +19,13 @@ from django.contrib.auth.models import Permission
 from conversations.api.auth import token_create
 from conversations.models import ToolCall
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.realtime.daphne_helpers import ROOT, free_port, stop_process
 
 from .worker_helpers import database_url
 
-ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = [{"id": "env", "question": "Which environment?", "options": ["staging", "prod"]}]
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _serve(port: int) -> subprocess.Popen:
@@ -69,15 +61,6 @@ def _serve(port: int) -> subprocess.Popen:
     raise AssertionError("the server did not start: " + server.communicate()[1][-2000:])
 
 
-def _stop(server: subprocess.Popen) -> None:
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-
-
 def _request(port: int, token: str, method: str, path: str, body=None) -> dict:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/v1{path}",
@@ -100,7 +83,7 @@ def test_pending_questions_survive_a_restart_and_the_call_then_runs(user):
         ("bash", {"command": "echo approved after the restart"}),
         ("ask_user", {"questions": QUESTIONS}),
     ).call_ids
-    port = _free_port()
+    port = free_port()
     first = _serve(port)
     try:
         # The first server sees both waiting for a person, and runs nothing.
@@ -109,7 +92,7 @@ def test_pending_questions_survive_a_restart_and_the_call_then_runs(user):
         )
         assert _request(port, token, "GET", f"/tool-calls/{ask_id}")["state"] == "awaiting_input"
     finally:
-        _stop(first)
+        stop_process(first, 20)
     second = _serve(port)
     try:
         base = f"/conversations/{conversation.pk}/turns/{turn_id}/results"
@@ -130,7 +113,7 @@ def test_pending_questions_survive_a_restart_and_the_call_then_runs(user):
         )
         results = _request(port, token, "GET", f"{base}?wait=20")
     finally:
-        _stop(second)
+        stop_process(second, 20)
     assert results["settled"] is True, results
     by_tool = {r["toolName"]: r for r in results["results"]}
     assert by_tool["bash"]["outcome"] == "completed"

@@ -1,11 +1,13 @@
-"""Running real workers in tests: a worker's event loop on a thread of its own."""
+"""Running real workers in tests: a worker's event loop on a thread of its own
+(``running_worker``), or a ``manage.py runworker_tools`` process on the test database
+(``worker_process``, ``stop_worker``); a model call made ready (``model_call``, ``approve``),
+waiting for it (``wait_for``) and its response (``response_of``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +21,9 @@ from django.db import connection, connections
 
 from conversations.models import ConversationEvent, ToolCall
 from conversations.services.interactions import call_resolve
+from tests.conversations.api_helpers import grant_run_commands
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.realtime.daphne_helpers import ROOT, stop_process
 from tools.runtime.worker import Worker
 
 
@@ -48,20 +52,26 @@ def running_worker(**kwargs: Any) -> Iterator[Worker]:
         connections.close_all()
 
 
+def approve(user, call_ids) -> None:
+    """``user``, given ``tools.run_commands``, approves those of the calls the permission port
+    asks about (``awaiting_approval``), once each."""
+    grant_run_commands(user)
+    user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
+    approval = {"kind": "approval", "decision": "allow", "persist": False}
+    for call_id in call_ids:
+        if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
+            call_resolve(call_id=call_id, user=user, request_id="approve", resolution=approval)
+
+
 def model_call(user, tool: str, arguments: dict, conversation=None) -> tuple[Any, str, Any]:
     """A model call of ``tool`` in ``conversation`` (a new one by default), approved by
-    ``user`` (given ``tools.run_commands``) when the permission port asks: ``(conversation,
-    turn id, call id)``."""
-    from django.contrib.auth.models import Permission
-
+    ``user`` (``approve``) when the permission port asks: ``(conversation, turn id, call
+    id)``."""
     conversation = conversation or new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(conversation, turn_id, (tool, arguments)).call_ids
     if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
-        user.user_permissions.add(Permission.objects.get(codename="run_commands"))
-        user = type(user).objects.get(pk=user.pk)  # a fresh permission cache
-        approval = {"kind": "approval", "decision": "allow", "persist": False}
-        call_resolve(call_id=call_id, user=user, request_id="approve", resolution=approval)
+        approve(user, [call_id])
     return conversation, turn_id, call_id
 
 
@@ -79,9 +89,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, every: float =
 def response_of(call_id: Any) -> dict[str, Any] | None:
     event = ConversationEvent.objects.filter(tool_call_id=call_id).first()
     return None if event is None else event.payload
-
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def database_url() -> str:
@@ -132,14 +139,8 @@ def worker_process(
 
 
 def stop_worker(process: subprocess.Popen) -> str:
-    """SIGTERM (SIGKILL if it lingers); what it wrote on stderr."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    """SIGTERM (SIGKILL if it lingers 20 s); what it wrote on stderr."""
+    stop_process(process, 20)
     return worker_stderr(process)
 
 
