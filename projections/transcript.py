@@ -105,8 +105,8 @@ def project_transcript(
     only its last lines (``output_tail``). ``result_count``: the number of items of the result
     when ``result_items`` holds only some of them, in order (those an ``ItemCollector`` kept:
     the first ones, and the first directories and first other entries)."""
-    args_preview = _fit_entries(_argument_entries(tool_name, arguments), ARGS_BUDGET_BYTES)
-    room = PREVIEW_BUDGET_BYTES - sum(utf8_size(entry) for entry in args_preview)
+    args_preview, used = _fit_entries(_argument_entries(tool_name, arguments), ARGS_BUDGET_BYTES)
+    room = PREVIEW_BUDGET_BYTES - used
 
     noun = "item" if tool_name in ITEM_TOOLS else "line"
     direction = "tail" if tool_name == "bash" else "head"
@@ -114,7 +114,8 @@ def project_transcript(
         text = result_text or ""
         total = count_lines(text) if result_lines is None else result_lines
         backwards = (_span_entry(text, s, e) for s, e in _last_line_spans(text))
-        result_preview = _fit_entries(backwards, room)[::-1]
+        shown, _ = _fit_entries(backwards, room)
+        result_preview = shown[::-1]
     else:
         if tool_name == "ls" and result_items is None and result_text is not None:
             result_items = split_lines(result_text)  # so directories still come first
@@ -128,7 +129,7 @@ def project_transcript(
             text = result_text or ""
             total = count_lines(text)
             candidates = (_span_entry(text, s, e) for s, e in _first_line_spans(text))
-        result_preview = _fit_entries(candidates, room)
+        result_preview, _ = _fit_entries(candidates, room)
 
     hidden = total - len(result_preview)
     overflow = {"hidden": hidden, "noun": noun, "direction": direction} if hidden > 0 else None
@@ -214,21 +215,25 @@ def split_lines(text: str) -> list[str]:
 # --- entries -------------------------------------------------------------------------------
 
 
-def _fit_entries(entries: Iterable[str], room: int) -> list[str]:
-    """Add ``entries`` (≤ 6) while they fit ``room`` bytes; the first that does not is cut."""
+def _fit_entries(entries: Iterable[str], room: int) -> tuple[list[str], int]:
+    """Add ``entries`` (≤ 6) while they fit ``room`` bytes; the first that does not is cut.
+    The entries shown, and the bytes they take (each entry is sized once)."""
     shown: list[str] = []
+    used = 0
     for entry in entries:
         if len(shown) == PREVIEW_MAX_ENTRIES:
             break
         size = utf8_size(entry)
-        if size <= room:
+        if used + size <= room:
             shown.append(entry)
-            room -= size
+            used += size
             continue
-        if room >= ELLIPSIS_BYTES:
-            shown.append(_utf8_prefix(entry, room - ELLIPSIS_BYTES) + ELLIPSIS)
+        if room - used >= ELLIPSIS_BYTES:
+            cut = _utf8_prefix(entry, room - used - ELLIPSIS_BYTES)
+            shown.append(cut + ELLIPSIS)
+            used += len(cut.encode("utf-8")) + ELLIPSIS_BYTES
         break
-    return shown
+    return shown, used
 
 
 def _utf8_prefix(text: str, max_bytes: int) -> str:

@@ -33,7 +33,7 @@ from tools.catalog import tool_spec
 
 from ..models import ExecutionClaim, ToolCall
 from . import publish
-from .activity import activity_create, activity_fold, status_update
+from .activity import activity_create, status_fold
 from .calls import publish_call_changed
 from .runners import READY, REVOKED, announce, call_ready_run
 from .transitions import check_move
@@ -162,4 +162,4 @@ def call_transition_publish(call: ToolCall, *, from_state: str) -> None:
         return  # supervising and ready both show pending: no new activity state
     extra = {"interaction": call.interaction} if {from_state, call.state} & _AWAITING else {}
     worker = call.claim.worker if call.state == S.RUNNING else None
-    activity_fold(tool_call_id=call.pk, update=status_update(call, status, **extra), worker=worker)
+    status_fold(call, status, worker=worker, **extra)

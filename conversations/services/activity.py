@@ -8,13 +8,15 @@ row's new ``rev`` after commit (docs/subsystems/activity.md).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Max
 from django.utils import timezone
 
-from projections.fold import FINAL_STATUSES, apply_tool_update
+from projections.fold import FINAL_STATUSES, apply_tool_update, status_for_state
 from projections.tool_input import bound_tool_input
+from projections.tool_output import bound_tool_output
 from projections.tracker import track_append, track_replace
 
 from ..fields import dumps
@@ -110,6 +112,27 @@ def fold_plan(rev: int, state: dict[str, Any], update: dict[str, Any]) -> FoldWr
     return FoldWrite(rev, dumps(small), payload_text, len(payload_text.encode("utf-8")), is_final)
 
 
+def settled_fold(
+    call: Any,
+    outcome: str,
+    *,
+    finished_at: datetime,
+    started_at: datetime | None = None,
+    text: str | None = None,
+) -> tuple[dict[str, Any], FoldWrite | None]:
+    """The final ``tool.updated`` of ``call`` (settlement's read of it) settling with
+    ``outcome``, and its ``fold_plan`` against the activity read with the call (None when
+    there was none, or the update changes nothing). The update: the outcome's status,
+    ``finishedAt``, ``startedAt`` when the run began unannounced, and the bounded ``output``
+    of ``text`` when there is one."""
+    started = {} if started_at is None else {"startedAt": iso(started_at)}
+    update = status_update(call, status_for_state(outcome), **started, finishedAt=iso(finished_at))
+    if text is not None:
+        update["output"] = bound_tool_output(text)
+    known = call.activity_rev is not None and call.activity_state is not None
+    return update, fold_plan(call.activity_rev, call.activity_state, update) if known else None
+
+
 def _track(activity: ToolActivity, update: dict[str, Any]) -> dict[str, Any]:
     """A host's update with its output through the per-turn tracker, whose memory is the row's
     (``raw_length``, ``raw_sha1`` and the bounded output held): ``output`` (a plain string,
@@ -181,6 +204,16 @@ def activity_fold(
     activity.save(update_fields=[*_MUTABLE, *kept])
     publish_tool_updated(activity.conversation_id, activity.rev, update)
     return activity
+
+
+def status_fold(
+    call: ToolCall, status: str, *, worker: str | None = None, **extra: Any
+) -> ToolActivity | None:
+    """Fold ``call``'s activity to ``status`` (``status_update`` with ``extra``) and publish it:
+    ``activity_fold`` of a move of the call (``worker`` as there)."""
+    return activity_fold(
+        tool_call_id=call.pk, update=status_update(call, status, **extra), worker=worker
+    )
 
 
 def status_update(call: Any, status: str, **extra: Any) -> dict[str, Any]:

@@ -1,15 +1,14 @@
-"""The ids of unfinished calls, and what every change of one publishes (a call is created and
-moved by ``_in_transaction``)."""
+"""The ids of unfinished calls, and what every move of one publishes (a call is created and
+moved by ``_in_transaction``; what its settlement publishes is ``settlement``'s)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 from uuid import UUID
 
 from ..models import ToolCall
 from ..shapes import call_wire
-from .publish import conversation_group, later, publish_turn_changed
+from .publish import conversation_group, later
 
 # Call ids are derived from what created the call, so a repeated request recomputes the
 # answer it got the first time (idempotent message and command posting).
@@ -36,17 +35,3 @@ def publish_call_changed(call: ToolCall) -> None:
             "call": call_wire(call, bounded=True),
         },
     )
-
-
-def publish_call_removed(*, conversation_id: Any, call_id: Any, turn_id: Any) -> None:
-    """``tool_call.changed {removed}`` once the call settled, and a wake-up of its turn's
-    barrier, after commit."""
-    later(
-        conversation_group(conversation_id),
-        {
-            "type": "tool_call.changed",
-            "conversationId": str(conversation_id),
-            "removed": str(call_id),
-        },
-    )
-    publish_turn_changed(turn_id)

@@ -27,16 +27,12 @@ def conversation_lock(conversation_id: UUID | str) -> Conversation:
         raise NotFound("Conversation not found.") from exc
 
 
-def event_instance(*, pk: int, created_at: Any, **fields: Any) -> ConversationEvent:
-    """The saved ``ConversationEvent`` of a row inserted with explicit SQL."""
+def event_inserted(*, pk: int, created_at: Any, **fields: Any) -> ConversationEvent:
+    """The saved ``ConversationEvent`` of a row inserted with explicit SQL, sent to the
+    conversation's live subscribers after commit."""
     event = ConversationEvent(id=pk, created_at=created_at, **fields)
     event._state.adding = False
     event._state.db = "default"
-    return event
-
-
-def publish_event(event: ConversationEvent) -> None:
-    """Send ``event`` to the conversation's live subscribers after commit."""
     later(
         conversation_group(event.conversation_id),
         {
@@ -45,6 +41,7 @@ def publish_event(event: ConversationEvent) -> None:
             "event": event_wire(event),
         },
     )
+    return event
 
 
 def event_append(
@@ -70,7 +67,7 @@ def event_append(
     )
     if inserted is None:
         raise NotFound("Conversation not found.")
-    event = event_instance(
+    return event_inserted(
         pk=inserted.event_id,
         conversation_id=conversation_id,
         sequence=inserted.sequence,
@@ -81,5 +78,3 @@ def event_append(
         message_id=message_id,
         created_at=now,
     )
-    publish_event(event)
-    return event

@@ -23,18 +23,15 @@ from uuid import UUID
 from django.db import IntegrityError
 from django.utils import timezone
 
-from projections.fold import status_for_state
 from projections.model import model_content
 from projections.tool_input import bound_tool_input
-from projections.tool_output import bound_tool_output
 from projections.transcript import output_tail, project_transcript
-from tools.catalog import tool_spec
+from tools.catalog import ToolSpec, tool_spec
 
 from ..errors import NotFound, StaleClaim
 from ..fields import dumps
 from ..models import ConversationEvent, ToolCall, Turn
 from ..selectors import call_response
-from ..shapes import iso
 from ..sql import vendor_sql
 from ..sql.common import AssetRow, SettlingCall, maybe_uuid, settling_call_load
 from ..storage import (
@@ -48,9 +45,8 @@ from ..storage import (
     write_exclusive,
 )
 from . import publish
-from .activity import activity_fold, fold_plan, status_update
-from .calls import publish_call_removed
-from .events import event_instance, publish_event
+from .activity import activity_fold, settled_fold
+from .events import event_inserted
 from .exits import command_exit_record
 from .runners import REVOKED, announce
 from .transitions import settled_outcome
@@ -120,13 +116,6 @@ def _guard_check(call: SettlingCall, guard: Guard) -> None:
         raise StaleClaim("The call changed since it was read.")
 
 
-def _resource(call: SettlingCall) -> str | None:
-    """The ``Resource:`` of the model's text: a core tool's subject as written (the command of
-    ``bash``, the path of a path tool); a host tool's is not the server's to name."""
-    spec = tool_spec(call.tool_name)
-    return spec.subject_of(call.arguments) if spec.core else None
-
-
 def asset_row(
     path: Path,
     kind: str,
@@ -151,7 +140,7 @@ def asset_row(
 
 
 def _unstored_outcome(
-    call: SettlingCall, outcome: str, reason: str | None, exc: OSError
+    spec: ToolSpec, outcome: str, reason: str | None, exc: OSError
 ) -> tuple[str, str | None]:
     """The outcome and reason of a settlement whose files could not be stored. A result that
     was to be ``completed`` is lost: ``failed`` for a replay-safe tool (it had no effect),
@@ -160,7 +149,7 @@ def _unstored_outcome(
     if outcome != "completed":
         return outcome, reason
     cause = exc.strerror or type(exc).__name__
-    if tool_spec(call.tool_name).replay_safe:
+    if spec.replay_safe:
         return "failed", f"The result could not be stored in DATA_DIR: {cause}."
     return "indeterminate", (
         f"The result could not be stored in DATA_DIR ({cause}): the call ran, but what it did "
@@ -169,15 +158,20 @@ def _unstored_outcome(
 
 
 def _prepare_unstored(
-    call: SettlingCall, *, outcome: str, reason: str | None, files: Sequence[AttemptFile]
+    call: SettlingCall,
+    *,
+    spec: ToolSpec,
+    outcome: str,
+    reason: str | None,
+    files: Sequence[AttemptFile],
 ) -> _Prepared:
     """``_prepare`` writing nothing: the files already on disk (a capture) are linked while
     they can be read, else none."""
     bare = {"result": None, "text": None, "items": None, "process": None, "store": False}
     try:
-        return _prepare(call, outcome=outcome, reason=reason, files=files, **bare)
+        return _prepare(call, spec=spec, outcome=outcome, reason=reason, files=files, **bare)
     except OSError:  # a capture file cannot be read either
-        return _prepare(call, outcome=outcome, reason=reason, files=(), **bare)
+        return _prepare(call, spec=spec, outcome=outcome, reason=reason, files=(), **bare)
 
 
 def _stopped_capture(folder: Path) -> list[AttemptFile]:
@@ -207,6 +201,7 @@ def _captured_reason(reason: str | None, assets: Sequence[AssetRow]) -> str:
 def _prepare(
     call: SettlingCall,
     *,
+    spec: ToolSpec,
     outcome: str,
     result: Any,
     text: str | None,
@@ -220,8 +215,8 @@ def _prepare(
     page: dict[str, Any] | None = None,
 ) -> _Prepared:
     """Write and hash the attempt's files; compute the model and transcript projections.
-    ``store=False``: write nothing (the arguments are kept bounded only)."""
-    spec = tool_spec(call.tool_name)
+    ``store=False``: write nothing (the arguments are kept bounded only). ``spec``: the call's
+    catalog entry."""
     relative = attempt_relative(call.conversation_id, call.id, call.generation)
     folder = data_dir() / relative
     prepared = _Prepared()
@@ -263,7 +258,9 @@ def _prepare(
         profile=spec.profile,
         outcome=outcome,
         reason=reason,
-        resource=_resource(call),
+        # The ``Resource:`` line: a core tool's subject as written (the command of ``bash``,
+        # the path of a path tool); a host tool's is not the server's to name.
+        resource=spec.subject_of(call.arguments) if spec.core else None,
         text=text,
         items=items,
         item_count=item_count,
@@ -332,9 +329,11 @@ def call_settle(
         raise NotFound("Tool call not found.")
     _guard_check(call, guard)
     outcome = settled_outcome(call.state, outcome, permission_refused=call.permission_refused)
+    spec = tool_spec(call.tool_name)
     try:
         prepared = _prepare(
             call,
+            spec=spec,
             outcome=outcome,
             result=result,
             text=text,
@@ -351,13 +350,13 @@ def call_settle(
     except OSError as exc:
         # DATA_DIR refused the attempt's files (a full disk, most often): settle now, without
         # them and saying why, rather than leave the call to its lease and a vaguer recovery.
-        outcome, reason = _unstored_outcome(call, outcome, reason, exc)
+        outcome, reason = _unstored_outcome(spec, outcome, reason, exc)
         logger.warning(
             "settling without the attempt's files: %s",
             exc,
             extra={"conversation_id": call.conversation_id, "tool_call_id": call.id},
         )
-        prepared = _prepare_unstored(call, outcome=outcome, reason=reason, files=files)
+        prepared = _prepare_unstored(call, spec=spec, outcome=outcome, reason=reason, files=files)
     payload = _response_payload(
         call, guard=guard, outcome=outcome, prepared=prepared, supervision=supervision
     )
@@ -393,14 +392,9 @@ def _commit(
     """The settlement transaction's work, inside it. ``process``: how a command that ran to
     its end ended, recorded with the response (``command_exit_record``)."""
     now = timezone.now()
-    started = {} if started_at is None else {"startedAt": iso(started_at)}
-    update = status_update(
-        call, status_for_state(payload["outcome"]), **started, finishedAt=iso(now)
+    update, plan = settled_fold(
+        call, payload["outcome"], finished_at=now, started_at=started_at, text=text
     )
-    if text is not None:
-        update["output"] = bound_tool_output(text)
-    known = call.activity_rev is not None and call.activity_state is not None
-    plan = fold_plan(call.activity_rev, call.activity_state, update) if known else None
     held = isinstance(guard, ClaimGuard)
     row = vendor_sql().settlement_write(
         call,
@@ -412,7 +406,7 @@ def _commit(
         assets=prepared.assets,
         fold=plan,
     )
-    event = event_instance(
+    event = event_inserted(
         pk=row.event_id,
         conversation_id=call.conversation_id,
         sequence=row.sequence,
@@ -423,7 +417,6 @@ def _commit(
         message_id=None,
         created_at=now,
     )
-    publish_event(event)
     if process is not None:
         command_exit_record(
             tool_call_id=call.id,
@@ -446,6 +439,20 @@ def _commit(
         # A command's turn is its one call: it ends when the call settles, whatever settled it.
         turn_close(conversation_id=call.conversation_id, turn_id=call.turn_id, reason="command")
     return event
+
+
+def publish_call_removed(*, conversation_id: Any, call_id: Any, turn_id: Any) -> None:
+    """``tool_call.changed {removed}`` once the call settled, and a wake-up of its turn's
+    barrier, after commit."""
+    publish.later(
+        publish.conversation_group(conversation_id),
+        {
+            "type": "tool_call.changed",
+            "conversationId": str(conversation_id),
+            "removed": str(call_id),
+        },
+    )
+    publish.publish_turn_changed(turn_id)
 
 
 def _response_payload(

@@ -109,6 +109,7 @@ _ASSET_COLUMNS = (
     "truncated",
     "created_at",
 )
+_ASSET_FIELDS = tuple(Asset._meta.get_field(name) for name in _ASSET_COLUMNS)
 _ASSET_ROW = "(" + ", ".join(["%s"] * len(_ASSET_COLUMNS)) + ")"
 _ASSET_INSERT = (
     f"INSERT INTO {ASSETS} (id, conversation_id, tool_call_id, event_id, kind, path, size, "
@@ -137,7 +138,9 @@ def _assets_insert(
             asset.truncated,
             now,
         )
-        params.extend(prep(Asset, f, v) for f, v in zip(_ASSET_COLUMNS, values, strict=True))
+        params.extend(
+            f.get_db_prep_value(v, connection) for f, v in zip(_ASSET_FIELDS, values, strict=True)
+        )
     with connection.cursor() as cursor:
         cursor.execute(_ASSET_INSERT + ", ".join([_ASSET_ROW] * len(assets)), params)
 
