@@ -5,7 +5,8 @@ one), writes its rows there as a JSON fragment: ``{"script", "started", "header"
 A row holds the texts printed and, where the script has them, the numbers behind them: the
 measured figure, its baseline and the ratio, each as ``{"median", "min", "max", "runs"}`` over
 the runs, the goal and whether it passed. A row that only annotates the one above (a floor, a
-reference) starts its figure with two spaces, as the Markdown tables always did.
+reference) starts its figure with two spaces, as the Markdown tables always did. ``Table`` is
+what the scripts add their rows to: it prints each as a Markdown row and keeps it in the report.
 
 Nothing here imports Django: the projection benches run without it.
 """
@@ -136,3 +137,52 @@ class Report:
             "rows": self.rows,
         }
         self.path.write_text(json.dumps(fragment, indent=1, ensure_ascii=False) + "\n")
+
+
+class Table:
+    """The rows of a bench script as it runs: each printed as a Markdown row (figure, measured,
+    baseline, ratio, goal, result) and kept in its ``Report``; the verdicts of the goals and
+    notes for the footer."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.verdicts: list[bool] = []
+        self.notes: list[str] = []
+
+    def add(
+        self,
+        figure: str,
+        measured_text: str,
+        baseline_text: str = "",
+        ratios: Sequence[Number] | Number | None = None,
+        goal: str = "",
+        ok: bool | None = None,
+        verdict: str = "",
+        **values: Any,
+    ) -> None:
+        """A row; ``ratios`` one number or the runs' ratios (the median printed, the smallest
+        and largest in brackets); ``values`` the numbers behind the texts (``Report.row``)."""
+        verdict = verdict or ("" if ok is None else ("PASS" if ok else "FAIL"))
+        if ok is not None:
+            self.verdicts.append(ok)
+        ratio = "" if ratios is None else spread(ratios, ratio_text)
+        print(
+            f"| {figure} | {measured_text} | {baseline_text} | {ratio} | {goal} | {verdict} |",
+            flush=True,
+        )
+        self.report.row(
+            figure=figure,
+            measured=measured_text,
+            baseline=baseline_text,
+            ratio=ratio,
+            goal=goal,
+            ok=ok,
+            values={**values, "ratio": ratios},
+        )
+
+    def skip(self, figure: str, reason: str) -> None:
+        print(f"| {figure} | skipped: {reason} | | | | |", flush=True)
+        self.report.skip(figure, reason)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)

@@ -14,9 +14,16 @@ import argparse
 import json
 import sqlite3
 import statistics
+from pathlib import Path
 
-from _report import Report, ratio_text, spread
-from _setup import django_on_bench_database, drop_bench_database, timed
+from _measure import in_turns, per_run, timed
+from _report import Report, Table, spread
+from _setup import (
+    conninfo,
+    django_on_bench_database,
+    drop_bench_database,
+    remove_bench_data_dir,
+)
 
 
 def _raw_connection(connection):
@@ -25,18 +32,7 @@ def _raw_connection(connection):
     if connection.vendor == "postgresql":
         import psycopg
 
-        params = connection.get_connection_params()
-        params.pop("cursor_factory", None)
-        params.pop("context", None)
-        params.pop("prepare_threshold", None)
-        conn = psycopg.connect(
-            **{
-                k: v
-                for k, v in params.items()
-                if k in {"dbname", "user", "password", "host", "port"}
-            }
-        )
-        return conn, "%s"
+        return psycopg.connect(conninfo(connection)), "%s"
     conn = sqlite3.connect(settings["NAME"], isolation_level=None, timeout=20)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -360,45 +356,28 @@ def bench_events(connection, user, n: int):
     return service, raw, conn, floor
 
 
-def in_turns(runs: int, *measures) -> list[list[float]]:
-    """Seconds of each of ``measures`` in each run, run in turns so that load from other
-    processes falls on every side of a ratio."""
-    spent: list[list[float]] = [[] for _ in measures]
-    for _ in range(runs):
-        for measure, times in zip(measures, spent, strict=True):
-            times.append(measure())
-    return spent
-
-
-def per_run(a: list[float], b: list[float]) -> list[float]:
-    """``a[i] / b[i]`` for each run."""
-    return [x / y for x, y in zip(a, b, strict=True)]
-
-
 def seconds(t: float) -> str:
     return f"{t:.3f} s"
 
 
 def main() -> None:
     report = Report("core")
+    table = Table(report)
 
     def add(figure, measured, baseline, ratios, goal=None, ok=None, verdict="", floor=None):
-        texts = {
-            "figure": figure,
-            "measured": spread(measured, seconds),
-            "baseline": spread(baseline, seconds),
-            "ratio": spread(ratios, ratio_text),
-            "goal": "" if goal is None else f"≥ {goal}",
-        }
-        print("| " + " | ".join(texts.values()) + f" | {verdict} |", flush=True)
-        values = {"measured": measured, "baseline": baseline, "ratio": ratios, "unit": "s"}
-        if floor:
-            values["floor"] = statistics.median(floor)
-        report.row(**texts, ok=ok, values=values)
-        if ok is not None:
-            verdicts.append(ok)
-
-    verdicts: list[bool] = []
+        table.add(
+            figure,
+            spread(measured, seconds),
+            spread(baseline, seconds),
+            ratios,
+            "" if goal is None else f"≥ {goal}",
+            ok,
+            verdict,
+            measured=measured,
+            baseline=baseline,
+            unit="s",
+            floor=statistics.median(floor) if floor else None,
+        )
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
@@ -490,11 +469,13 @@ def main() -> None:
                     per_run(floor_times[0], service_times),
                 )
     finally:
+        from django.conf import settings
         from django.db import connections
 
         connections.close_all()
         drop_bench_database(connection)
-    footer = f"{sum(verdicts)} of {len(verdicts)} goals met."
+        remove_bench_data_dir(Path(settings.DATA_DIR))
+    footer = f"{sum(table.verdicts)} of {len(table.verdicts)} goals met."
     print(f"\n{footer}")
     report.write(footer)
 

@@ -33,12 +33,12 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _report import Report, ratio_text, spread  # noqa: E402
+from _measure import per_run, timed_in_turns  # noqa: E402
+from _report import Report, Table, spread  # noqa: E402
 
 from projections.frames import frame_page  # noqa: E402
 from projections.json_cost import json_cost, json_size  # noqa: E402
@@ -79,30 +79,6 @@ PAGES_PER_BATCH = 5
 # --- measuring ---------------------------------------------------------------------------------
 
 
-def timed(fn: Callable[[], object]) -> float:
-    gc.collect()
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
-def in_turns(runs: int, *fns: Callable[[], object]) -> list[list[float]]:
-    """Seconds of each of ``fns`` in each of ``runs`` runs, run in turns (a, b, a, b, …) so
-    that a burst of load from other processes falls on both sides of a ratio."""
-    for fn in fns:
-        fn()  # warm up: page cache, imports, allocator
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(runs):
-        for fn, spent in zip(fns, times, strict=True):
-            spent.append(timed(fn))
-    return times
-
-
-def per_run(a: list[float], b: list[float]) -> list[float]:
-    """``a[i] / b[i]`` for each run."""
-    return [x / y for x, y in zip(a, b, strict=True)]
-
-
 def peak_growth(fn: Callable[[], object]) -> int:
     """Peak of traced memory above what was allocated when ``fn`` started, in bytes."""
     gc.collect()
@@ -114,42 +90,6 @@ def peak_growth(fn: Callable[[], object]) -> int:
         return tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-
-
-class Table:
-    def __init__(self, report: Report) -> None:
-        self.report = report
-        self.verdicts: list[bool] = []
-
-    def add(
-        self,
-        figure: str,
-        measured_text: str,
-        baseline_text: str,
-        ratios: list[float] | float | None,
-        goal: str = "",
-        ok: bool | None = None,
-        **values: Any,
-    ) -> None:
-        """A row; ``values`` are the numbers behind it (bench/_report.py)."""
-        verdict = "" if ok is None else ("PASS" if ok else "FAIL")
-        if ok is not None:
-            self.verdicts.append(ok)
-        ratio = "" if ratios is None else spread(ratios, ratio_text)
-        print(
-            f"| {figure} | {measured_text} | {baseline_text} | {ratio} | {goal} | {verdict} |",
-            flush=True,
-        )
-        values["ratio"] = ratios
-        self.report.row(
-            figure=figure,
-            measured=measured_text,
-            baseline=baseline_text,
-            ratio=ratio,
-            goal=goal,
-            ok=ok,
-            values=values,
-        )
 
 
 def seconds(t: float) -> str:
@@ -253,7 +193,7 @@ def bench_compact_diagnostic(table: Table, runs: int, folder: Path) -> dict[str,
         capture = folder / f"build-16-{near_misses}.txt"
         lines = build_capture(capture, 16 * MIB, near_misses=near_misses)
         size = capture.stat().st_size
-        ours, raw = in_turns(
+        ours, raw = timed_in_turns(
             runs,
             lambda c=capture: project_process(c, exit_code=2),
             lambda c=capture: keyword_scan(c),
@@ -273,7 +213,7 @@ def bench_compact_diagnostic(table: Table, runs: int, folder: Path) -> dict[str,
         )
         if near_misses:
             files["16 MiB build capture"] = capture
-            naive, raw = in_turns(
+            naive, raw = timed_in_turns(
                 runs, lambda c=capture: naive_scan(c), lambda c=capture: keyword_scan(c)
             )
             table.add(
@@ -286,7 +226,7 @@ def bench_compact_diagnostic(table: Table, runs: int, folder: Path) -> dict[str,
                 unit="s",
             )
             if shutil.which("grep"):
-                grep, raw = in_turns(
+                grep, raw = timed_in_turns(
                     runs, lambda c=capture: grep_count(c), lambda c=capture: keyword_scan(c)
                 )
                 table.add(
@@ -361,7 +301,9 @@ def bench_streaming(table: Table, runs: int) -> None:
         for key, value in marks.items():
             blocks[key].append(value)
 
-    t16, t64, cost = in_turns(runs, lambda: stream(quarter), run64, lambda: json_cost(quarter))
+    t16, t64, cost = timed_in_turns(
+        runs, lambda: stream(quarter), run64, lambda: json_cost(quarter)
+    )
     assert stream(quarter) == bound_tool_output(quarter)  # the figure is of the right work
     table.add(
         "append_tool_output, 16 MiB in 4 KiB deltas (baseline: json_cost of it, one pass)",
@@ -515,7 +457,7 @@ def bench_transcript(table: Table, runs: int) -> None:
         project_transcript(tool_name="bash", arguments={"command": "x"}, result_text=text)
         project_transcript(tool_name="read", arguments={}, result_text=text)
 
-    t, count = in_turns(runs, previews, lambda: (text.count("\n"), text.count("\n")))
+    t, count = timed_in_turns(runs, previews, lambda: (text.count("\n"), text.count("\n")))
     table.add(
         "transcript previews (bash + read) of a 27 MB output (baseline: 2 × str.count)",
         spread(t, seconds),

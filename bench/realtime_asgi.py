@@ -1,7 +1,9 @@
 """The daphne application of bench/realtime.py's fan-out and memory benches.
 
 Toolcore's own application (``config.asgi``, unchanged) plus ``/ws/bare/``: the baseline, a
-bare Channels consumer served by the same daphne on the same channel layer.
+bare Channels consumer served by the same daphne, listening on the channel layer the product
+publishes conversation groups to (``publish.live_layer_alias()``: the ``live`` pub/sub layer with
+Redis, the default one without), as ``ConversationConsumer`` does.
 
 One addition for the fan-out's latency, in this process only: each ``conversation.event`` that
 the publishing collector hands to the channel layer carries ``committedAt`` (``time.time()``
@@ -43,6 +45,12 @@ class BareConsumer(AsyncWebsocketConsumer):
     in its own ``dispatch``, so it skips the database-connection clean-up that channels' stock
     ``dispatch`` runs before every handler (~250 µs a message, a thread hop): the fastest a
     Channels consumer forwards, the baseline to beat."""
+
+    @property
+    def channel_layer_alias(self) -> str:  # type: ignore[override]
+        """The layer of conversation groups, where the product publishes: on the default layer
+        a Redis bare consumer heard nothing (its groups are on ``live``)."""
+        return publish.live_layer_alias()
 
     async def connect(self) -> None:
         self.joined: list[str] = []
