@@ -1,5 +1,7 @@
-"""Websockets: ``/ws/conversations/`` (durable events exactly once, ephemeral updates) and
-``/ws/workbench/`` (the user's launches). The protocol is described in docs/realtime.md.
+"""Websockets: ``/ws/conversations/`` (durable events exactly once, ephemeral updates); the
+workbench's ``/ws/workbench/`` (the user's launches) is the runtime's
+(``tools/runtime/launches/consumer.py``), on the same base. The protocol is described in
+docs/realtime.md.
 
 Exactly once, in order, without a gap, whatever the channel layer drops or reorders: a
 subscription joins its group *before* it reads the database, so nothing committed afterwards is
@@ -51,10 +53,9 @@ from .detached import socket_database
 from .errors import DomainError, NotFound, ValidationFailed
 from .fields import dumps
 from .models import Conversation
-from .outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
+from .outages import OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
 from .schemas import ApprovalIn, InputIn, ResolutionIn
 from .services.interactions import call_resolve
-from .services.launches import launch_wire, workbench_group
 from .services.publish import conversation_group, live_layer_alias, unpack
 from .snapshots import snapshot_read
 from .ws_auth import credential_watch
@@ -726,69 +727,3 @@ def _replay_frames(
         body = ",".join(text for _, text in events[start:stop])
         yield f'{head}{frm},"to":{to},"events":[{body}]}}', to
         start = stop
-
-
-class WorkbenchConsumer(_ReleasedConsumer):
-    """``/ws/workbench/``: a snapshot of the user's launches, then ``launch.changed`` and
-    ``launch.removed``. No replay: a reconnecting client gets a new snapshot."""
-
-    async def connect(self) -> None:
-        self.user = self.scope.get("user")
-        self.joined = False
-        await self.accept()
-        if self.user is None or not self.user.is_authenticated:
-            await self.refuse()
-            return
-        try:
-            await self.channel_layer.group_add(workbench_group(self.user.pk), self.channel_name)
-            self.joined = True
-            launches = await self._launches()
-        except OUTAGES as exc:
-            # No snapshot can be sent: the client connects again later.
-            logger.warning("workbench socket closed: %s", exc)
-            await self.close(code=CLOSE_TRY_AGAIN_LATER)
-            return
-        await self.send(_frame({"type": "snapshot", "launches": launches}))
-        credential_watch().add(self, self.scope.get("auth", {}), self.user.pk, self._revoked)
-
-    async def _revoked(self) -> None:
-        await self.close(code=CLOSE_UNAUTHENTICATED)
-
-    @socket_database
-    def _launches(self) -> list[dict[str, Any]]:
-        from tools.models import Launch
-
-        rows = Launch.objects.filter(owner_id=self.user.pk).order_by("-created_at")[:100]
-        return [launch_wire(launch) for launch in rows]
-
-    async def release(self) -> None:
-        await super().release()
-        if getattr(self, "joined", False):
-            self.joined = False
-            await _group_discard(
-                self.channel_layer, workbench_group(self.user.pk), self.channel_name
-            )
-
-    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        raw = text_data if text_data is not None else bytes_data or b""
-        if too_big(raw):
-            await self.close(code=CLOSE_TOO_BIG)
-            return
-        await self.send(
-            _frame(
-                {
-                    "type": "error",
-                    "code": "unknown_type",
-                    "message": "The workbench socket takes no frames.",
-                }
-            )
-        )
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        kind = message.get("type", "")
-        if kind.startswith("websocket."):
-            await super().dispatch(message)
-            return
-        for item in unpack(message):
-            if item.get("type") in ("launch.changed", "launch.removed"):
-                await self.send(_frame(item))

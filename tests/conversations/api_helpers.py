@@ -22,11 +22,11 @@ from conversations.models import (
     ToolCall,
     Turn,
 )
-from conversations.services.async_runs import async_run_start
 from conversations.services.claims import claim_acquire
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_relative, conversation_dir
 from tools.models import AsyncRun, Launch, PermissionRule
+from tools.runtime.async_runs.services import async_run_start
 
 from .helpers import assistant_calls, new_conversation, open_turn
 

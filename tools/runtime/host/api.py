@@ -11,14 +11,15 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
+from conversations.models import ApiToken
+from conversations.responses import json_response
+from conversations.schemas import SettledCallOut, errors
+from conversations.schemas_common import PathId
+from conversations.shapes import iso, settled_call_wire
+
 from .claim_tokens import holder_name
-from .models import ApiToken
-from .responses import json_response
-from .schemas import SettledCallOut, errors
-from .schemas_common import PathId
-from .schemas_host import HostClaimsIn, HostClaimsOut, HostSettleIn, HostUpdateIn, HostUpdateOut
-from .services.host import host_claim, host_settle, host_update
-from .shapes import iso, settled_call_wire
+from .schemas import HostClaimsIn, HostClaimsOut, HostSettleIn, HostUpdateIn, HostUpdateOut
+from .services import host_claim, host_settle, host_update
 
 host_router = Router(tags=["host tool port"])
 
