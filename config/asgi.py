@@ -31,7 +31,7 @@ from tools.runtime.embedded import embedded_workers_start  # noqa: E402
 embedded_workers_start(settings.TOOLCORE_WORKERS)
 
 from config.backlog import TransportBacklog  # noqa: E402
-from conversations.realtime.routing import websocket_urlpatterns  # noqa: E402
+from config.routing import websocket_urlpatterns  # noqa: E402
 from conversations.realtime.ws_auth import BrowserOriginValidator, WebsocketAuthMiddleware  # noqa: E402
 
 application = ProtocolTypeRouter(

@@ -7,10 +7,12 @@ from conversations.api.base import api, openapi_json
 from conversations.api.calls import calls_router
 from conversations.api.conversations import router
 from conversations.api.health import healthz, readyz
-from conversations.api_host import host_router
-from conversations.api_runs import launches_router, runs_router
 from conversations.web import conversation_list, conversation_page, favicon, workbench_page
+from tools.runtime.async_runs.api import runs_router
+from tools.runtime.host.api import host_router
+from tools.runtime.launches.api import launches_router
 
+# The core's routers, then the runtime's (tools/runtime/): the order of the OpenAPI document.
 api.add_router("/", router)
 api.add_router("/", calls_router)
 api.add_router("/", assets_router)

@@ -3,7 +3,7 @@ statuses and kinds of ``tool.updated`` (docs/realtime.md, "Two state vocabularie
 
 Django-free, the lowest layer, so everything may import it. The core's model choices
 (``conversations/models.py``), the API's ``Literal`` types (``conversations/api/schemas/``
-``common.py`` and ``cards.py``, ``conversations/schemas_host.py``), the admin's filters and the fold
+``common.py`` and ``cards.py``, ``tools/runtime/host/schemas.py``), the admin's filters and the fold
 (``projections/fold.py``) are derived from these tuples; the browser's copies
 (``static/toolcore/cards.js``, ``static/toolcore/fold.js``) are checked against them by
 ``tests/projections/test_vocabulary.py``. The order is the one the API document, the admin and

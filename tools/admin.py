@@ -1,11 +1,13 @@
-"""Admin of permission rules (where global rules are made), background commands and launches.
+"""The tools app's admin (docs/admin.md): permission rules (where global rules are made) here;
+async runs, launches and the process groups dead workers left in the runtime's features, whose
+admins are imported below so that Django's autodiscovery, which imports this module, finds them.
 
-Every admin here shares the support admin's ways (``conversations.admin.SupportAdmin``): times
-with seconds and zone, no count of the whole table.
+Every admin of the app shares the support admin's ways (``conversations.admin.SupportAdmin``):
+times with seconds and zone, no count of the whole table.
 
 ``PermissionRule`` is plain configuration: the admin form saves it directly (``save_model`` sets
 ``created_by`` and ``source = admin``). That is the one direct write of the admin; everything
-else is read-only here and changes through the services and workers.
+else is read-only and changes through the services and workers.
 """
 
 from __future__ import annotations
@@ -14,20 +16,13 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
-from django.utils.html import format_html
 
-from conversations.admin import (
-    ExactSearchMixin,
-    ReadOnlyAdmin,
-    SupportAdmin,
-    changelist_url,
-    link,
-    link_to_call,
-)
-from conversations.exits import exit_of, exit_text
-from conversations.models import ConversationEvent
+from conversations.admin import ExactSearchMixin, SupportAdmin, link
 
-from .models import AsyncRun, Launch, LeftProcess, PermissionRule, ProcessStatus
+from .models import PermissionRule
+from .runtime.async_runs import admin as async_runs_admin  # noqa: F401 - registers its models
+from .runtime.launches import admin as launches_admin  # noqa: F401 - registers its models
+from .runtime.left_processes import admin as left_processes_admin  # noqa: F401 - the same
 
 
 class RuleScopeFilter(admin.SimpleListFilter):
@@ -96,112 +91,3 @@ class PermissionRuleAdmin(ExactSearchMixin, SupportAdmin):
             obj.created_by = request.user
             obj.source = PermissionRule.Source.ADMIN
         super().save_model(request, obj, form, change)
-
-
-# The lifecycle fields of a ProcessRecord, shown the same way for async runs and launches.
-PROCESS_FIELDS = ("status", "exit_code", "signal", "pid", "started_at", "finished_at")
-
-
-@admin.register(AsyncRun)
-class AsyncRunAdmin(ExactSearchMixin, ReadOnlyAdmin):
-    list_display = (
-        "short_command",
-        "status",
-        "exit_code",
-        "signal",
-        "pid",
-        "conversation_link",
-        "started_at",
-        "finished_at",
-        "acknowledged",
-    )
-    # Newest first; each filter has an index that also gives the order (run_status_recent,
-    # run_acknowledged_recent; run_recent for the whole list).
-    list_filter = ("status", "acknowledged")
-    list_select_related = ("conversation",)
-    search_fields = ("command", "cwd", "conversation__title")
-    uuid_search_fields = ("id", "tool_call_id", "conversation_id")
-    date_hierarchy = "started_at"
-    fields = (
-        "id",
-        "conversation",
-        "call_link",
-        "command",
-        "cwd",
-        *PROCESS_FIELDS,
-        "ended",
-        "notice_link",
-        "acknowledged",
-        "created_at",
-        "updated_at",
-    )
-    readonly_fields = fields
-
-    @admin.display(description="command")
-    def short_command(self, obj: AsyncRun) -> str:
-        return obj.command if len(obj.command) <= 80 else obj.command[:79] + "…"
-
-    @admin.display(description="conversation")
-    def conversation_link(self, obj: AsyncRun) -> str:
-        return link(obj.conversation)
-
-    @admin.display(description="started by call")
-    def call_link(self, obj: AsyncRun) -> str:
-        return link_to_call(obj.tool_call_id)
-
-    @admin.display(description="ended")
-    def ended(self, obj: AsyncRun) -> str:
-        """As its call's card and page say it (a timeout is told from a kill here only)."""
-        ended = exit_of(obj.tool_call_id)
-        if ended is not None:
-            return exit_text(ended)
-        return "— (still running)" if obj.status == ProcessStatus.RUNNING else "—"
-
-    @admin.display(description="notice event")
-    def notice_link(self, obj: AsyncRun) -> str:
-        if obj.notice_sequence is None:
-            return "— (still running)"
-        url = changelist_url(
-            ConversationEvent,
-            conversation__id__exact=obj.conversation_id,
-            sequence=obj.notice_sequence,
-        )
-        return format_html('<a href="{}">#{}</a>', url, obj.notice_sequence)
-
-
-@admin.register(Launch)
-class LaunchAdmin(ExactSearchMixin, ReadOnlyAdmin):
-    list_display = (
-        "name",
-        "owner",
-        *PROCESS_FIELDS,
-    )
-    # Newest first; the status filter has launch_status_recent (launch_recent the whole list).
-    list_filter = ("status",)
-    list_select_related = ("owner",)
-    search_fields = ("name", "command", "cwd", "owner__username")
-    uuid_search_fields = ("id",)
-    date_hierarchy = "started_at"
-    fields = (
-        "id",
-        "owner",
-        "name",
-        "command",
-        "cwd",
-        *PROCESS_FIELDS,
-        "created_at",
-        "updated_at",
-    )
-    readonly_fields = fields
-
-
-@admin.register(LeftProcess)
-class LeftProcessAdmin(ReadOnlyAdmin):
-    """Process groups dead workers left running, waiting for a worker of their host to kill
-    them (each row goes once handled)."""
-
-    list_display = ("label", "host", "pgid", "process_start", "created_at")
-    list_filter = ("host",)
-    search_fields = ("label", "host")
-    fields = list_display
-    readonly_fields = fields

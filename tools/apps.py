@@ -7,7 +7,15 @@ class ToolsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: the runtime imports the core's services, which need
-        # every app's models loaded.
+        # every app's models loaded. What the core calls of the runtime is registered here, in
+        # every process (conversations/services/runners.py, participants.py); recovery sweeps
+        # the participants in this order: async runs, then launches.
         from .runtime import handlers
+        from .runtime.async_runs import services as async_runs
+        from .runtime.launches import services as launches
+        from .runtime.left_processes import services as left_processes
 
         handlers.register()
+        left_processes.register()
+        async_runs.register()
+        launches.register()

@@ -89,6 +89,11 @@ class ProcessRecord(models.Model):
         abstract = True
 
 
+# The lifecycle fields of a ProcessRecord, shown the same way for async runs and launches (their
+# admins).
+PROCESS_FIELDS = ("status", "exit_code", "signal", "pid", "started_at", "finished_at")
+
+
 class AsyncRun(ProcessRecord):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(

@@ -1,4 +1,6 @@
 """``/ws/conversations/``: durable events exactly once, and ephemeral updates (docs/realtime.md).
+The workbench's ``/ws/workbench/`` is the runtime's (``tools/runtime/launches/consumer.py``), on
+the same base (``realtime/base.py``).
 
 Exactly once, in order, without a gap, whatever the channel layer drops or reorders: a
 subscription joins its group *before* it reads the database, so nothing committed afterwards is

@@ -1,11 +1,9 @@
-"""Websocket routes (docs/realtime.md)."""
+"""The core's websocket routes (docs/realtime.md); ``config/routing.py`` adds the runtime's."""
 
 from django.urls import path
 
 from .conversation import ConversationConsumer
-from .workbench import WorkbenchConsumer
 
 websocket_urlpatterns = [
     path("ws/conversations/", ConversationConsumer.as_asgi()),
-    path("ws/workbench/", WorkbenchConsumer.as_asgi()),
 ]

@@ -102,8 +102,8 @@ def claim_acquire_batch(
     process started: the claim alone is on the path from ``ready`` to the process.
 
     ``token_for(call id, generation)``: the claims' tokens, instead of random ones (the host
-    port derives them, ``conversations/claim_tokens.py``); written in the same transaction, so
-    no other transaction ever sees the random ones.
+    port derives them, ``tools/runtime/host/claim_tokens.py``); written in the same
+    transaction, so no other transaction ever sees the random ones.
 
     Leases run from the database's now, not this process's: a worker whose clock is wrong
     neither keeps a claim past its lease nor sees another's run out early."""

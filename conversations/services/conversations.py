@@ -8,13 +8,12 @@ from uuid import UUID, uuid4
 from django.db import transaction
 
 from projections.units import clean_text
-from tools.models import AsyncRun, ProcessStatus
 
 from ..errors import NotFound
 from ..models import Conversation, ToolCall
 from ..storage import remove_conversation_files, resolve_workspace
-from .async_runs import async_run_kill
 from .cancel import call_cancel
+from .participants import delete_participants
 
 
 def conversation_create(
@@ -39,11 +38,10 @@ def conversation_delete(*, conversation_id: UUID | str) -> None:
         "id", flat=True
     ):
         call_cancel(call_id=call_id)
-    # Its background runs go too: their watchers kill their process groups.
-    for run in AsyncRun.objects.filter(
-        conversation_id=conversation_id, status=ProcessStatus.RUNNING
-    ):
-        async_run_kill(run=run)
+    # Its background runs go too: their watchers kill their process groups (the runtime's
+    # delete participants).
+    for participant in delete_participants():
+        participant(conversation_id)
     with transaction.atomic():
         # Lock the row first: a transaction still inserting a row that points at it (a run's
         # watcher recording its output, a settlement) finishes before the rows to delete are

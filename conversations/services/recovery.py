@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -35,26 +34,15 @@ from ..sql import vendor_sql
 from . import publish
 from ._in_transaction import call_made_ready
 from .activity import activity_fold
-from .async_runs import async_run_lose, async_runs_stale
 from .cancel import INDETERMINATE_REASON
 from .interactions import resolution_apply
-from .launches import launch_lose, launches_stale
-from .left_processes import left_process_record
+from .participants import Action, RecoveryParticipant, process_left, recovery_participants
 from .runners import call_ready_run, runner_tools
 from .settlement import GenerationGuard, call_settle
 from .supervision import call_supervise
 
 S = ToolCall.State
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Action:
-    tool_call_id: str
-    action: str
-
-    def __str__(self) -> str:
-        return f"{self.tool_call_id}: {self.action}"
 
 
 def _expired_claim(call: ToolCall) -> bool:
@@ -72,9 +60,10 @@ def _requeue(call: ToolCall) -> bool:
 
 
 def _leave(claim: ExecutionClaim | None, label: str) -> None:
-    """Whatever the dead holder started goes on: a worker on its host kills it."""
+    """Whatever the dead holder started goes on: a worker on its host kills it (the runtime
+    records it, ``participants.process_left``)."""
     if claim is not None:
-        left_process_record(
+        process_left(
             host=claim.host, pgid=claim.pgid, process_start=claim.process_start, label=label
         )
 
@@ -136,29 +125,6 @@ def _finish_orphan_activity(activity: ToolActivity) -> Action:
     return Action(str(activity.tool_call_id), f"activity finished ({status})")
 
 
-def _lose_run(run_id: Any) -> Action | None:
-    run = async_run_lose(run_id=run_id)
-    if run is None:
-        return None
-    left_process_record(
-        host=run.host, pgid=run.pgid, process_start=run.process_start, label=f"async run {run.pk}"
-    )
-    return Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
-
-
-def _lose_launch(launch_id: Any) -> Action | None:
-    launch = launch_lose(launch_id=launch_id)
-    if launch is None:
-        return None
-    left_process_record(
-        host=launch.host,
-        pgid=launch.pgid,
-        process_start=launch.process_start,
-        label=f"launch {launch.pk}",
-    )
-    return Action("-", f"launch {launch.pk} lost (its watcher stopped)")
-
-
 def _error_words(exc: Exception) -> str:
     detail = str(exc).strip()
     return cut_text(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__, 300)
@@ -214,9 +180,18 @@ def _on_its_own(
         )
 
 
+def _lose_stale(participant: RecoveryParticipant) -> list[Action | None]:
+    """The participant's rows whose watcher stopped, each made ``lost`` on its own."""
+    return [
+        _on_its_own(f"{participant.noun} {row_id}", functools.partial(participant.lose, row_id))
+        for row_id in participant.stale()
+    ]
+
+
 def recover_all() -> list[Action]:
-    """One sweep over every unfinished call, every activity left unfinished, and every async
-    run and launch whose watcher stopped, each row on its own (``_on_its_own``)."""
+    """One sweep over every unfinished call, every activity left unfinished, and every row of
+    the runtime whose watcher stopped (its recovery participants: async runs, then launches),
+    each row on its own (``_on_its_own``)."""
     found: list[Action | None] = []
     pending = ToolCall.objects.exclude(state=S.READY) | ToolCall.objects.filter(
         state=S.READY, tool_name__in=list(runner_tools())
@@ -240,8 +215,6 @@ def recover_all() -> list[Action]:
                 call_id=activity.tool_call_id,
             )
         )
-    for run_id in async_runs_stale():
-        found.append(_on_its_own(f"async run {run_id}", functools.partial(_lose_run, run_id)))
-    for launch_id in launches_stale():
-        found.append(_on_its_own(f"launch {launch_id}", functools.partial(_lose_launch, launch_id)))
+    for participant in recovery_participants():
+        found.extend(_lose_stale(participant))
     return [action for action in found if action is not None]

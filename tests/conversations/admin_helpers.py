@@ -16,11 +16,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.models import ConversationEvent, ToolActivity, ToolCall
-from conversations.services.async_runs import async_run_start, async_runs_lost
 from conversations.services.claims import claim_acquire
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_dir, attempt_relative
 from tools.models import AsyncRun
+from tools.runtime.async_runs.services import async_run_start, async_runs_lost
 
 from ..factories import UserFactory
 from .helpers import assistant_calls, open_turn

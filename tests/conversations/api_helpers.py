@@ -28,9 +28,9 @@ from conversations.models import (
     ToolCall,
     Turn,
 )
-from conversations.services.async_runs import async_run_start
 from conversations.storage import attempt_relative, conversation_dir
 from tools.models import AsyncRun, Launch, PermissionRule
+from tools.runtime.async_runs.services import async_run_start
 
 from .helpers import assistant_calls, new_conversation, open_turn, settle, state_of
 

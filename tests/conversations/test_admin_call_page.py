@@ -11,10 +11,10 @@ from django.test import Client
 
 from conversations.admin.console import support_console
 from conversations.models import Asset, ConversationEvent, ExecutionClaim, ToolActivity, ToolCall
-from conversations.services.async_runs import async_run_finish
 from conversations.services.claims import claim_acquire
 from conversations.storage import absolute_from_data
 from tools.models import AsyncRun, PermissionRule
+from tools.runtime.async_runs.services import async_run_finish
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import (

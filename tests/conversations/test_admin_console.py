@@ -12,9 +12,9 @@ from django.utils.html import strip_tags
 
 from conversations.admin.console import CONSOLE_ROWS, support_console
 from conversations.models import CommandExit, ConversationEvent, ExecutionClaim, ToolCall
-from conversations.services.async_runs import async_run_finish
 from conversations.services.claims import claim_acquire
 from tools.models import AsyncRun, PermissionRule
+from tools.runtime.async_runs.services import async_run_finish
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import (

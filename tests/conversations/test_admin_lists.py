@@ -18,11 +18,11 @@ from django.utils import timezone
 from conversations.admin.common import CappedCountPaginator
 from conversations.api.auth import token_create
 from conversations.models import ConversationEvent, ToolCall
-from conversations.services.async_runs import async_run_start
 from conversations.services.claims import claim_acquire
-from conversations.services.left_processes import left_process_record
 from conversations.storage import attempt_relative
 from tools.models import Launch, PermissionRule
+from tools.runtime.async_runs.services import async_run_start
+from tools.runtime.left_processes.services import left_process_record
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import WHEN, admin_url, calls, client_of

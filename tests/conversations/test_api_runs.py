@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from conversations.services import async_runs
-from conversations.services.async_runs import async_run_start
 from conversations.services.runners import LAUNCH, LAUNCH_STOP, RUN_KILL, listen, unlisten
 from conversations.storage import attempt_relative, data_dir
 from tools.models import AsyncRun, Launch
+from tools.runtime.async_runs import services as async_runs
+from tools.runtime.async_runs.services import async_run_start
 
 from .api_helpers import API, assert_error, grant_run_commands
 from .helpers import assistant_calls, new_conversation, open_turn
@@ -148,7 +148,7 @@ def test_launches_are_listed_read_paged_and_stopped_by_their_owner(api, other_ap
 
 
 def test_reading_the_log_of_a_launch_not_started_yet_writes_nothing(api, user, heard):
-    from conversations.services.launches import launch_folder
+    from tools.runtime.launches.services import launch_folder
 
     grant_run_commands(user)
     launch_id = api.post_json(f"{API}/launches", {"name": "l", "command": "true"}).json()["id"]

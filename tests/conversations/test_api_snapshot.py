@@ -16,7 +16,6 @@ from django.utils import timezone
 from conversations import snapshots
 from conversations.errors import NotFound
 from conversations.models import ToolCall, Turn
-from conversations.services.async_runs import async_run_finish, async_run_start
 from conversations.services.calls import model_call_id
 from conversations.services.cancel import call_cancel, turn_end
 from conversations.services.interactions import call_resolve
@@ -25,6 +24,7 @@ from conversations.snapshots import snapshot_read
 from conversations.storage import attempt_relative
 from projections.fold import FINAL_STATUSES
 from projections.frames import FRAME_BUDGET_BYTES, PAYLOAD_BUDGET_BYTES
+from tools.runtime.async_runs.services import async_run_finish, async_run_start
 
 from .api_helpers import (
     API,

@@ -15,19 +15,19 @@ from django.utils import timezone
 
 from conversations.models import Asset, Conversation, ConversationEvent, ExecutionClaim
 from conversations.selectors import turn_results
-from conversations.services.async_runs import (
-    TAIL_BYTES,
-    CallNotSettled,
-    async_run_finish,
-    async_run_start,
-    async_runs_heartbeat,
-)
 from conversations.services.claims import claim_acquire
 from conversations.services.queue import queue_ack
 from conversations.services.recovery import recover_all
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data, attempt_relative, data_dir, sha256_file
 from tools.models import AsyncRun, PermissionRule
+from tools.runtime.async_runs.services import (
+    TAIL_BYTES,
+    CallNotSettled,
+    async_run_finish,
+    async_run_start,
+    async_runs_heartbeat,
+)
 
 from .helpers import assistant_calls, expire_claim, new_conversation, open_turn
 

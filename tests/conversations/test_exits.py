@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from conversations.exits import exit_of, exit_summary, exit_wire, exits_by_call
 from conversations.models import CommandExit
-from conversations.services.async_runs import async_run_finish
 from conversations.services.conversations import conversation_delete
 from tools.models import PermissionRule
+from tools.runtime.async_runs.services import async_run_finish
 
 from .admin_helpers import background_command, calls, settle_command
 from .helpers import new_conversation, settle

@@ -59,7 +59,7 @@ def test_a_host_claims_reports_progress_and_settles_a_call(user, api, caplog):
     conversation, turn_id, (call_id,) = ready_host_calls(user)
     listener = Listener(conversation.pk)
 
-    with caplog.at_level(logging.INFO, logger="conversations.services.host"):
+    with caplog.at_level(logging.INFO, logger="tools.runtime.host.services"):
         held = claim_one(api, call_id)
     assert held["toolName"] == HOST_TOOL and held["arguments"] == {"query": "q0"}
     assert held["generation"] == 1 and ISO_MS.match(held["expiresAt"])

@@ -139,6 +139,18 @@ def test_the_group_a_dead_holder_left_is_recorded_for_its_host(user):
     assert left.label == f"call {call_id}"
 
 
+def test_the_runtime_takes_part_in_recovery_deletes_and_purges_in_order():
+    """The core never imports the runtime: the runtime registers at start what recovery,
+    deleting a conversation and ``purge`` ask of it. Recovery sweeps the lost async runs
+    before the lost launches, as it always did."""
+    from conversations.services import participants
+    from tools.runtime.async_runs.services import async_runs_kill_of
+
+    assert [p.noun for p in participants.recovery_participants()] == ["async run", "launch"]
+    assert participants.delete_participants() == [async_runs_kill_of]
+    assert [p.noun for p in participants.purge_participants()] == ["ended launch(es)"]
+
+
 # --- each row on its own -------------------------------------------------------------------------
 
 

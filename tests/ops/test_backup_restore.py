@@ -21,13 +21,13 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
 
-from conversations.claim_tokens import holder_name
 from conversations.models import Asset
-from conversations.services.host import host_claim, host_settle
 from conversations.services.interactions import call_resolve
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.conversations.host_helpers import HOST_TOOL, png, ready_host_calls
 from tests.tools.worker_helpers import response_of, running_worker, wait_for
+from tools.runtime.host.claim_tokens import holder_name
+from tools.runtime.host.services import host_claim, host_settle
 from tools.runtime.registry import HANDLERS
 
 from .snapshot import snapshot

@@ -13,11 +13,11 @@ from django.conf import settings
 
 from conversations.models import ConversationEvent
 from conversations.realtime.ws_auth import credential_watch
-from conversations.services.launches import workbench_group
 from conversations.services.publish import conversation_group, live_layer_alias
 from projections.frames import FRAME_BUDGET_BYTES, REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 from tests.conversations.api_helpers import settle_host
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tools.runtime.launches.services import workbench_group
 
 from .helpers import (
     connect,

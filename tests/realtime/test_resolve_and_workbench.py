@@ -10,9 +10,9 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from conversations.models import ToolCall
-from conversations.services.launches import launch_create, launch_folder, launches_purge
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tools.models import Launch, ProcessStatus
+from tools.runtime.launches.services import launch_create, launch_folder, launches_purge
 
 from .helpers import connect, hello, published, receive, send, token_for
 

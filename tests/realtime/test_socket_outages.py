@@ -12,7 +12,8 @@ from django.db import OperationalError
 
 from conversations.api.outages import CLOSE_TRY_AGAIN_LATER
 from conversations.realtime import conversation as conversation_socket
-from conversations.realtime import workbench, ws_auth
+from conversations.realtime import ws_auth
+from tools.runtime.launches.consumer import WorkbenchConsumer
 
 from .helpers import connect, conversation_with_turn, hello, receive, send, token_for
 from .test_resolve_and_workbench import ALLOW, awaiting_bash
@@ -95,7 +96,7 @@ async def test_a_workbench_socket_without_its_snapshot_is_closed_1013(user, monk
     async def launches(self):
         raise OUTAGE
 
-    monkeypatch.setattr(workbench.WorkbenchConsumer, "_launches", launches)
+    monkeypatch.setattr(WorkbenchConsumer, "_launches", launches)
     socket = await connect(await token_for(user), path="/ws/workbench/")
     assert await socket.receive_output(timeout=5) == {
         "type": "websocket.close",

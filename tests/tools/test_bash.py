@@ -228,8 +228,9 @@ def test_a_worker_kills_what_dead_workers_left_on_its_host_only(user):
     import socket
     import subprocess
 
-    from conversations.services.left_processes import left_process_record
     from tools.models import LeftProcess
+    from tools.runtime.left_processes.services import left_process_record
+    from tools.runtime.left_processes.watch import kill_left
     from tools.runtime.processes import start_ticks_of
     from tools.runtime.watchers import Watchers
     from tools.runtime.worker import Worker
@@ -250,7 +251,7 @@ def test_a_worker_kills_what_dead_workers_left_on_its_host_only(user):
         left_process_record(host=here, pgid=stranger.pid, process_start=1, label="recycled pid")
         worker = Worker(handlers=HANDLERS)
         watchers = Watchers(db=worker.db, host=here, worker=worker.name)
-        killed = asyncio.run(watchers.kill_left())
+        killed = asyncio.run(kill_left(watchers))
         assert killed == ["mine"]
         assert orphan.wait(timeout=10) is not None
         assert stranger.poll() is None  # alive: not ours to kill

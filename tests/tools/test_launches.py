@@ -8,10 +8,10 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import Permission
 
-from conversations.services.launches import workbench_group
 from tests.conftest import client_for
 from tests.realtime.helpers import received
 from tools.models import Launch
+from tools.runtime.launches.services import workbench_group
 from tools.runtime.processes import group_has_live_member
 from tools.runtime.registry import HANDLERS
 

@@ -29,10 +29,10 @@ from typing import Any
 from django.conf import settings
 
 from conversations.errors import StaleClaim
-from conversations.services.async_runs import async_run_start
 from conversations.services.claims import claim_process_record
 from conversations.storage import relative_to_data
 
+from .async_runs.services import async_run_start
 from .base import AttemptFile, CallContext, HandlerResult, stopped_reason
 from .capture import ProcessCapture, tool_environment
 from .live import LiveOutput

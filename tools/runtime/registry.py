@@ -7,7 +7,7 @@ through the host tool port.
 
 from __future__ import annotations
 
-from .async_tools import async_bash_kill, async_bash_logs
+from .async_runs.handlers import async_bash_kill, async_bash_logs
 from .base import Handler
 from .bash import bash
 from .files.find import find

@@ -43,15 +43,18 @@ from conversations.services.claims import (
     claim_announce,
     claim_renew,
 )
-from conversations.services.launches import launches_waiting
 from conversations.services.recovery import recover_all
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import attempt_dir, conversation_dir
 from tools.workspaces import owner_workspace_root
 
+from .async_runs.watch import RUN, watch_run
 from .base import CallContext, Handler, HandlerResult, ToolError, stopped_reason
+from .launches.services import launches_waiting
+from .launches.watch import LAUNCH, launch_start
+from .left_processes.watch import kill_left
 from .processes import environment_protect
-from .watchers import LAUNCH, RUN, Watchers
+from .watchers import Watchers
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +236,7 @@ class Worker:
 
     async def _start_launches(self) -> None:
         for launch_id in await self.db(launches_waiting):
-            await self.watchers.start_launch(launch_id)
+            await launch_start(self.watchers, launch_id)
 
     def _stop_call(self, call_id: str) -> None:
         task = self._running.get(call_id)
@@ -447,7 +450,7 @@ class Worker:
             attempt_dir=attempt_dir(row.conversation_id, claim.call_id, claim.generation),
             update=update,
             sync=sync,
-            background=functools.partial(self.watchers.watch_run, after=settlement),
+            background=functools.partial(watch_run, self.watchers, after=settlement),
         )
 
     async def _renew(self, claim: Claim) -> None:
@@ -483,7 +486,7 @@ class Worker:
             wait = settings.TOOLCORE_CLAIM_LEASE
             try:
                 await self.sweep()
-                await self.watchers.kill_left()
+                await kill_left(self.watchers)
                 retry = RETRY_SECONDS
             except Exception:  # noqa: BLE001 - the next sweep tries again, soon
                 logger.warning("recovery sweep failed", extra={"worker": self.name}, exc_info=True)

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from conversations.services.launches import launches_purge
+from conversations.services.participants import purge_participants
 from conversations.services.retention import conversations_purge
 
 
@@ -18,5 +18,7 @@ class Command(BaseCommand):
             return
         count = conversations_purge(older_than_days=days)
         self.stdout.write(f"Deleted {count} conversation(s) older than {days} day(s).")
-        launches = launches_purge(older_than_days=days)
-        self.stdout.write(f"Deleted {launches} ended launch(es) older than {days} day(s).")
+        # What the runtime keeps besides (ended workbench launches): its purge participants.
+        for participant in purge_participants():
+            count = participant.purge(older_than_days=days)
+            self.stdout.write(f"Deleted {count} {participant.noun} older than {days} day(s).")

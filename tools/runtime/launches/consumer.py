@@ -1,15 +1,15 @@
-"""``/ws/workbench/``: the user's launches (docs/realtime.md)."""
+"""``/ws/workbench/``: the user's launches, live (docs/realtime.md). Routed by ``config/routing.py``
+beside the core's websockets, on the core's consumer base (credentials re-checked, released
+however the socket ends)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from ..api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
-from ..detached import socket_database
-from ..services.launches import launch_wire, workbench_group
-from ..services.publish import unpack
-from .base import (
+from conversations.api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
+from conversations.detached import socket_database
+from conversations.realtime.base import (
     CLOSE_TOO_BIG,
     CLOSE_UNAUTHENTICATED,
     ReleasedConsumer,
@@ -17,7 +17,11 @@ from .base import (
     group_discard,
     too_big,
 )
-from .ws_auth import credential_watch
+from conversations.realtime.ws_auth import credential_watch
+from conversations.services.publish import unpack
+from tools.models import Launch
+
+from .services import launch_wire, workbench_group
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +54,6 @@ class WorkbenchConsumer(ReleasedConsumer):
 
     @socket_database
     def _launches(self) -> list[dict[str, Any]]:
-        from tools.models import Launch
-
         rows = Launch.objects.filter(owner_id=self.user.pk).order_by("-created_at")[:100]
         return [launch_wire(launch) for launch in rows]
 

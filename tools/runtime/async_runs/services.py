@@ -29,21 +29,28 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from conversations.detached import detached
+from conversations.models import Asset, Conversation, ConversationEvent
+from conversations.selectors import call_response
+from conversations.services import publish
+from conversations.services.events import event_append
+from conversations.services.exits import command_exit_record
+from conversations.services.participants import (
+    Action,
+    RecoveryParticipant,
+    delete_participant_register,
+    recovery_participant_register,
+)
+from conversations.services.queue import publish_queue_changed
+from conversations.services.runners import RUN_KILL, announce
+from conversations.services.settlement import AttemptFile, asset_row
+from conversations.sql import vendor_sql
+from conversations.storage import CAPTURE_MEDIA_TYPE, capture_found, capture_snapshot, data_dir
 from projections.model import model_content
 from projections.units import clean_text, utf8_prefix
 from tools.models import AsyncRun, ProcessStatus
 
-from ..detached import detached
-from ..models import Asset, Conversation, ConversationEvent
-from ..selectors import call_response
-from ..sql import vendor_sql
-from ..storage import CAPTURE_MEDIA_TYPE, capture_found, capture_snapshot, data_dir
-from . import publish
-from .events import event_append
-from .exits import command_exit_record
-from .queue import publish_queue_changed
-from .runners import RUN_KILL, announce
-from .settlement import AttemptFile, asset_row
+from ..left_processes.services import left_process_record
 
 TAIL_BYTES = 4096
 # Where the notice of a lost run fixes what its process had captured (it may still be writing
@@ -261,6 +268,18 @@ def async_run_lose(*, run_id: Any) -> AsyncRun | None:
     return run if ended else None
 
 
+def async_run_recover(run_id: Any) -> Action | None:
+    """Recovery's step for a run whose watcher stopped (``async_runs_stale``): ``lost``, with
+    its notice, and the process group it left recorded for a worker of its host to kill."""
+    run = async_run_lose(run_id=run_id)
+    if run is None:
+        return None
+    left_process_record(
+        host=run.host, pgid=run.pgid, process_start=run.process_start, label=f"async run {run.pk}"
+    )
+    return Action(str(run.tool_call_id), f"async run {run.pk} lost (its watcher stopped)")
+
+
 def async_runs_lost() -> list[AsyncRun]:
     """Every stale run ``lost``, one after the other."""
     lost = (async_run_lose(run_id=run_id) for run_id in async_runs_stale())
@@ -299,3 +318,22 @@ def async_run_kill(*, run: AsyncRun) -> None:
     if run.status == ProcessStatus.RUNNING:
         with publish.atomic():
             announce(RUN_KILL, run.pk)
+
+
+def async_runs_kill_of(conversation_id: Any) -> None:
+    """The conversation is being deleted: its running runs go too (their watchers kill their
+    process groups)."""
+    for run in AsyncRun.objects.filter(
+        conversation_id=conversation_id, status=ProcessStatus.RUNNING
+    ):
+        async_run_kill(run=run)
+
+
+def register() -> None:
+    """What the core asks of async runs at its own steps (conversations/services/participants.py):
+    recovery makes the runs whose watcher stopped ``lost``; deleting a conversation kills its
+    runs. Called at start (``tools/apps.py``)."""
+    recovery_participant_register(
+        RecoveryParticipant(noun="async run", stale=async_runs_stale, lose=async_run_recover)
+    )
+    delete_participant_register(async_runs_kill_of)

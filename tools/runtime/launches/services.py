@@ -20,18 +20,26 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from conversations.errors import ValidationFailed, found
+from conversations.grants import run_commands_require
+from conversations.services import publish
+from conversations.services.participants import (
+    Action,
+    PurgeParticipant,
+    RecoveryParticipant,
+    purge_participant_register,
+    recovery_participant_register,
+)
+from conversations.services.runners import LAUNCH, LAUNCH_STOP, announce
+from conversations.shapes import iso
+from conversations.sql import vendor_sql
+from conversations.storage import data_dir
 from projections.model import model_content
 from projections.units import clean_text
 from tools.models import Launch, ProcessStatus
 from tools.workspaces import WorkspaceRefused, owner_workspace_root, workspace_checked
 
-from ..errors import ValidationFailed, found
-from ..grants import run_commands_require
-from ..shapes import iso
-from ..sql import vendor_sql
-from ..storage import data_dir
-from . import publish
-from .runners import LAUNCH, LAUNCH_STOP, announce
+from ..left_processes.services import left_process_record
 
 
 def workbench_group(owner_id: Any) -> str:
@@ -203,6 +211,21 @@ def launch_lose(*, launch_id: Any) -> Launch | None:
     )
 
 
+def launch_recover(launch_id: Any) -> Action | None:
+    """Recovery's step for a launch whose watcher stopped (``launches_stale``): ``lost``, and
+    the process group it left recorded for a worker of its host to kill."""
+    launch = launch_lose(launch_id=launch_id)
+    if launch is None:
+        return None
+    left_process_record(
+        host=launch.host,
+        pgid=launch.pgid,
+        process_start=launch.process_start,
+        label=f"launch {launch.pk}",
+    )
+    return Action("-", f"launch {launch.pk} lost (its watcher stopped)")
+
+
 def launches_lost() -> list[Launch]:
     """Every stale launch ``lost``, one after the other."""
     lost = (launch_lose(launch_id=launch_id) for launch_id in launches_stale())
@@ -234,3 +257,14 @@ def launches_purge(*, older_than_days: int) -> int:
             )
         shutil.rmtree(launch_folder(launch_id), ignore_errors=True)
     return count
+
+
+def register() -> None:
+    """What the core asks of launches at its own steps (conversations/services/participants.py):
+    recovery makes the launches whose watcher stopped ``lost``; ``manage.py purge`` deletes the
+    old ended ones. Called at start (``tools/apps.py``), after the async runs: recovery sweeps
+    the runs first."""
+    recovery_participant_register(
+        RecoveryParticipant(noun="launch", stale=launches_stale, lose=launch_recover)
+    )
+    purge_participant_register(PurgeParticipant(noun="ended launch(es)", purge=launches_purge))

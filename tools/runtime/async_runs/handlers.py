@@ -10,13 +10,13 @@ from typing import Any
 
 from django.conf import settings
 
-from conversations.services.async_runs import KILL_POLL_SECONDS, KILL_WAIT_SECONDS, async_run_kill
 from conversations.storage import CAPTURE_MAX_BYTES, data_dir
 from projections.logpages import PageParamError, read_page
 from projections.process import page_where
 from tools.models import AsyncRun, ProcessStatus
 
-from .base import CallContext, HandlerResult, ToolError
+from ..base import CallContext, HandlerResult, ToolError
+from .services import KILL_POLL_SECONDS, KILL_WAIT_SECONDS, async_run_kill
 
 
 def _run_of(conversation_id: Any, run_id: str) -> AsyncRun:

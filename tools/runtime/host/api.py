@@ -11,14 +11,15 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
 
-from .api.responses import json_response
-from .api.schemas.common import PathId
-from .api.schemas.conversations import SettledCallOut, errors
+from conversations.api.responses import json_response
+from conversations.api.schemas.common import PathId
+from conversations.api.schemas.conversations import SettledCallOut, errors
+from conversations.models import ApiToken
+from conversations.shapes import iso, settled_call_wire
+
 from .claim_tokens import holder_name
-from .models import ApiToken
-from .schemas_host import HostClaimsIn, HostClaimsOut, HostSettleIn, HostUpdateIn, HostUpdateOut
-from .services.host import host_claim, host_settle, host_update
-from .shapes import iso, settled_call_wire
+from .schemas import HostClaimsIn, HostClaimsOut, HostSettleIn, HostUpdateIn, HostUpdateOut
+from .services import host_claim, host_settle, host_update
 
 host_router = Router(tags=["host tool port"])
 

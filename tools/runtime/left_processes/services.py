@@ -1,11 +1,12 @@
-"""Process groups dead workers left running, to be killed by a worker on their host
-(docs/execution.md, "Cancel, and workers that die")."""
+"""Process groups dead holders left running, to be killed by a worker on their host
+(docs/subsystems/claims_and_recovery.md, "Orphan process groups")."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+from conversations.services.participants import process_left_register
 from tools.models import LeftProcess
 
 
@@ -23,3 +24,10 @@ def left_processes_of(*, host: str) -> list[LeftProcess]:
 
 def left_processes_forget(*, ids: Iterable[Any]) -> None:
     LeftProcess.objects.filter(pk__in=list(ids)).delete()
+
+
+def register() -> None:
+    """Recovery records here the groups an expired claim left (conversations/services/
+    participants.py); the async runs and launches it makes ``lost`` record theirs directly.
+    Called at start (``tools/apps.py``)."""
+    process_left_register(left_process_record)

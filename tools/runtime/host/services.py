@@ -6,8 +6,9 @@ renews the lease in the transaction that folds it; a holder that lost its claim 
 ``StaleClaim`` and changes nothing. Anything else (a missing id, a core tool's call, another
 owner's, another holder's, a made-up token) is ``NotFound``, the same answer byte for byte, so
 ids cannot be probed: a host claim's token is derived from the call, its generation and the
-holder (``conversations/claim_tokens.py``), which is how a lost claim is told from a probe. Output goes through the per-turn tracker, whose memory is
-the call's ``ToolActivity`` row, so any process may take the next update.
+holder (``tools/runtime/host/claim_tokens.py``), which is how a lost claim is told from a probe.
+Output goes through the per-turn tracker, whose memory is the call's ``ToolActivity`` row, so
+any process may take the next update.
 """
 
 from __future__ import annotations
@@ -22,19 +23,19 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from conversations.errors import NotFound, StaleClaim, ValidationFailed
+from conversations.models import ConversationEvent, ToolCall
+from conversations.services import publish
+from conversations.services.activity import activity_fold
+from conversations.services.claims import claim_acquire_batch, claim_renew
+from conversations.services.settlement import AttemptFile, ClaimGuard, call_settle
+from conversations.sql.common import maybe_uuid
+from conversations.storage import FileExistsDifferent, attempt_dir, write_exclusive
 from projections.fold import ToolUpdateError, validate_tool_update
 from projections.tool_input import bound_tool_input
 from tools.catalog import CORE_TOOLS, tool_spec
 
-from ..claim_tokens import host_claim_token, host_claim_token_issued
-from ..errors import NotFound, StaleClaim, ValidationFailed
-from ..models import ConversationEvent, ToolCall
-from ..sql.common import maybe_uuid
-from ..storage import FileExistsDifferent, attempt_dir, write_exclusive
-from . import publish
-from .activity import activity_fold
-from .claims import claim_acquire_batch, claim_renew
-from .settlement import AttemptFile, ClaimGuard, call_settle
+from .claim_tokens import host_claim_token, host_claim_token_issued
 
 logger = logging.getLogger(__name__)
 

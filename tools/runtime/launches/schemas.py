@@ -1,17 +1,13 @@
-"""Schemas of the launch endpoints and of the log pages of runs and launches (camelCase on the
-wire); an async run itself is ``api/schemas/runs.py``'s ``AsyncRunOut``."""
+"""Bodies and answers of the launch endpoints (camelCase on the wire)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 from uuid import UUID
 
-from ninja import Schema
 from pydantic import Field
 
-from .api.schemas.common import In, Out, ProcessStatus
-
-Stream = Literal["output", "stdout", "stderr"]
+from conversations.api.schemas.common import In, Out, ProcessStatus
 
 
 class LaunchIn(In):
@@ -40,9 +36,3 @@ class LaunchOut(Out):
 class LaunchPage(Out):
     items: list[LaunchOut]
     nextCursor: str | None
-
-
-class LogQuery(Schema):
-    stream: Stream = "output"
-    offset: Annotated[int, Field(ge=0)] | None = None
-    limit: Annotated[int, Field(ge=1, le=500)] = 100

@@ -7,8 +7,9 @@ from uuid import UUID
 
 from pydantic import Field, StrictInt
 
-from .api.schemas.common import INTEGRAL, HostOutcome, In, Out
-from .services.host import CLAIMS_DEFAULT, CLAIMS_MAX, WORKER_MAX_CHARS
+from conversations.api.schemas.common import INTEGRAL, HostOutcome, In, Out
+
+from .services import CLAIMS_DEFAULT, CLAIMS_MAX, WORKER_MAX_CHARS
 
 _GENERATION = Annotated[StrictInt, Field(ge=1, description="The claim's generation."), INTEGRAL]
 _TOKEN = Field(description="The claim's token, as `POST /host/claims` answered it.")
