@@ -13,6 +13,9 @@ A service ``announce``s in its transaction. Listeners of this process hear it af
 other processes (``runworker_tools`` on any machine) hear it on PostgreSQL through a database
 notification sent in the transaction, so it is delivered exactly when the change commits and
 never when it rolls back (``conversations/sql``).
+
+What the core's own steps (recovery, deleting a conversation, purging) ask of the runtime's rows
+is registered apart, in ``participants.py``.
 """
 
 from __future__ import annotations

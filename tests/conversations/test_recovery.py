@@ -144,10 +144,10 @@ def test_the_runtime_takes_part_in_recovery_deletes_and_purges_in_order():
     deleting a conversation and ``purge`` ask of it. Recovery sweeps the lost async runs
     before the lost launches, as it always did."""
     from conversations.services import participants
-    from tools.runtime.async_runs.services import async_runs_kill_of
+    from tools.runtime.async_runs.services import conversation_runs_kill
 
     assert [p.noun for p in participants.recovery_participants()] == ["async run", "launch"]
-    assert participants.delete_participants() == [async_runs_kill_of]
+    assert participants.delete_participants() == [conversation_runs_kill]
     assert [p.noun for p in participants.purge_participants()] == ["ended launch(es)"]
 
 

@@ -270,7 +270,8 @@ def async_run_lose(*, run_id: Any) -> AsyncRun | None:
 
 def async_run_recover(run_id: Any) -> Action | None:
     """Recovery's step for a run whose watcher stopped (``async_runs_stale``): ``lost``, with
-    its notice, and the process group it left recorded for a worker of its host to kill."""
+    its notice, and the process group it left recorded for a worker of its host to kill. A
+    recovery participant: called by the core with the run's id."""
     run = async_run_lose(run_id=run_id)
     if run is None:
         return None
@@ -320,9 +321,10 @@ def async_run_kill(*, run: AsyncRun) -> None:
             announce(RUN_KILL, run.pk)
 
 
-def async_runs_kill_of(conversation_id: Any) -> None:
-    """The conversation is being deleted: its running runs go too (their watchers kill their
-    process groups)."""
+def conversation_runs_kill(conversation_id: Any) -> None:
+    """Kill every running run of a conversation being deleted (``async_run_kill`` each: their
+    watchers kill their process groups). A delete participant: called by the core with the
+    conversation's id."""
     for run in AsyncRun.objects.filter(
         conversation_id=conversation_id, status=ProcessStatus.RUNNING
     ):
@@ -336,4 +338,4 @@ def register() -> None:
     recovery_participant_register(
         RecoveryParticipant(noun="async run", stale=async_runs_stale, lose=async_run_recover)
     )
-    delete_participant_register(async_runs_kill_of)
+    delete_participant_register(conversation_runs_kill)
