@@ -26,7 +26,7 @@ from tree_sitter import Language, Node, Parser
 from projections.units import cut_text
 
 from . import runners
-from .words import Word, literal, word_of
+from .words import Word, bmp_only, literal, node_text, texts_translated, word_of
 
 BASH = Language(tree_sitter_bash.language())
 # A command line longer than this is not parsed (a parse costs ~0.35 s per MiB): not plain.
@@ -134,11 +134,17 @@ def _parse(command: str, *, depth: int) -> CommandLine:
     if len(command.encode("utf-8", "surrogatepass")) > MAX_PARSED_BYTES:
         collector.not_plain(f"a command line over {MAX_PARSED_BYTES:,} bytes", "")
         return _result(collector)
-    tree = _joined(command, collector)
+    parsed = bmp_only(command)
+    if parsed is None:
+        collector.not_plain("too many distinct characters outside the Basic Multilingual Plane", "")
+        return _result(collector)
+    text, back = parsed
+    tree = _joined(text, collector)
     if tree is not None:
-        if tree.root_node.has_error:
-            collector.not_plain("a syntax error", _first_error(tree.root_node))
-        _walk(tree.root_node, collector)
+        with texts_translated(back):
+            if tree.root_node.has_error:
+                collector.not_plain("a syntax error", _first_error(tree.root_node))
+            _walk(tree.root_node, collector)
     return _result(collector)
 
 
@@ -360,6 +366,4 @@ def _add(words: list[Word], stdin: str | None, out: _Collector) -> None:
 
 
 def _text(node: Node | None) -> str:
-    if node is None or node.text is None:
-        return ""
-    return node.text.decode("utf-8", "replace")
+    return "" if node is None else node_text(node)

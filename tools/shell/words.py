@@ -11,6 +11,9 @@ an allow rule only when its pattern accepts any text there.
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -208,4 +211,53 @@ def _take(text: str, start: int, allowed: str, most: int) -> str:
 
 
 def _text(node: Node) -> str:
-    return node.text.decode("utf-8", "replace") if node.text is not None else ""
+    return node_text(node)
+
+
+# tree-sitter-bash (0.25.1, the latest release) reads outside its memory when a `{` is followed,
+# anywhere later in the text, by a character outside the Basic Multilingual Plane (four UTF-8
+# bytes: most emoji, CJK extensions B and later, mathematical letters, tags…) and the process
+# dies of a segmentation fault, on Linux about one parse in two (upstream issue
+# tree-sitter/tree-sitter-bash#337, open). A command line is therefore parsed with each such
+# character replaced by a private-use character of the Basic Multilingual Plane, a word
+# character for bash as much as the one it stands for, that the command line does not hold; the
+# texts read from the tree are translated back. More distinct such characters than there are
+# free private-use ones (6,400): the caller does not parse (not plain).
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_PRIVATE = range(0xE000, 0xF900)
+_back = threading.local()
+
+
+def bmp_only(command: str) -> tuple[str, dict[int, str]] | None:
+    """``command`` with every character outside the Basic Multilingual Plane replaced by a free
+    private-use one, and the table that turns them back; ``None`` when there are not enough."""
+    if _ASTRAL.search(command) is None:
+        return command, {}
+    astral = sorted({ord(ch) for ch in _ASTRAL.findall(command)})
+    taken = {ord(ch) for ch in command if 0xE000 <= ord(ch) < 0xF900}
+    free = [cp for cp in _PRIVATE if cp not in taken][: len(astral)]
+    if len(free) < len(astral):
+        return None
+    pairs = list(zip(astral, free, strict=True))
+    return command.translate(dict(pairs)), {cp: chr(a) for a, cp in pairs}
+
+
+@contextmanager
+def texts_translated(back: dict[int, str]) -> Iterator[None]:
+    """While a tree parsed from ``bmp_only``'s text is read, ``node_text`` turns its stand-ins
+    back (nested parses of strings found in it keep their own tables)."""
+    outer = getattr(_back, "table", None)
+    _back.table = back
+    try:
+        yield
+    finally:
+        _back.table = outer
+
+
+def node_text(node: Node) -> str:
+    """The text of ``node`` as the command line holds it."""
+    if node.text is None:
+        return ""
+    text = node.text.decode("utf-8", "replace")
+    table = getattr(_back, "table", None)
+    return text.translate(table) if table else text
