@@ -22,6 +22,7 @@ from typing import Any
 import httpx2
 import mcp_types as types
 import pytest
+from mcp.client.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -143,6 +144,17 @@ async def test_tools_are_listed_with_the_catalogs_schemas_and_annotations(mcp_si
     assert tools["async_bash_kill"].annotations.destructive_hint is True
     assert tools["bash"].input_schema["required"] == ["command"]
     assert all(tool.title and tool.annotations.title == tool.title for tool in tools.values())
+
+
+async def test_the_sdks_auto_client_falls_back_to_the_handshake(mcp_site):
+    """``Client`` probes ``server/discover`` at 2026-07-28 first: refused with -32022 naming the
+    handshake versions, it initializes a session instead."""
+    async with _http(mcp_site.token) as http:
+        transport = streamable_http_client(f"{mcp_site.server.http_url}/mcp/", http_client=http)
+        async with Client(transport, mode="auto") as client:
+            assert client.protocol_version == "2025-11-25"
+            result = await client.call_tool("ls", {})
+    assert result.structured_content["outcome"] == "completed"
 
 
 async def test_ls_completes_with_the_rest_results_text_and_links_to_its_assets(mcp_site):
