@@ -34,14 +34,14 @@ from django.db import connections
 from django.urls import reverse
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import is_version_at_least
 
 from .. import selectors
 from ..api.outages import OUTAGES, unavailable_message
 from ..barrier import until_settled
 from ..detached import detached
-from ..errors import DomainError, TurnOpen
+from ..errors import DomainError, NotFound, TurnOpen
 from ..models import ToolCall
 from ..services.calls import model_call_id
 from ..services.messages import mcp_call_post
@@ -167,6 +167,11 @@ class _Waiter:
             await self._withdraw(answer["payload"].get("resolutionRequestId"))
             payload = answer["payload"]
             parts = await on_database(result_parts)(self.call_id, payload)
+        except NotFound:  # its conversation was deleted meanwhile
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message=f"Tool call {self.call_id} is gone: its conversation was deleted.",
+            ) from None
         except OUTAGES as exc:
             raise MCPError(
                 code=INTERNAL_ERROR,

@@ -408,3 +408,12 @@ def test_purge_forgets_the_sessions_unused_for_the_retention_period(db, settings
     call_command("purge", stdout=out)
     assert "Deleted 1 MCP session(s) not used for 30 day(s)." in out.getvalue()
     assert list(McpSession.objects.values_list("pk", flat=True)) == [sessions[1].pk]
+
+
+async def test_failed_tokens_lock_the_address_out_with_429(db, settings):
+    settings.TOOLCORE_LOCKOUT_FAILURES = 2
+    assert (await request(body=INITIALIZE, token="tc_bad-1")).status == 401
+    answer = await request(body=INITIALIZE, token="tc_bad-2")
+    assert answer.status == 429
+    assert int(answer.headers["retry-after"]) > 0
+    assert answer.json()["error"] == "throttled"
