@@ -130,15 +130,9 @@ def _host_checked(scope: dict[str, Any]) -> str:
 
 
 def _base_url(scope: dict[str, Any], host: str) -> str:
-    """How the client reached this server: the links of the answers point there."""
-    scheme = scope.get("scheme") or "http"
-    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
-    if proxy:
-        name, value = proxy
-        header = name.lower().removeprefix("http_").replace("_", "-").encode()
-        if _header(scope, header) == value:
-            scheme = "https"
-    return f"{scheme}://{host}"
+    """How the client reached this server: the links of the answers point there (the scheme
+    is the proxy's with daphne's ``--proxy-headers``)."""
+    return f"{scope.get('scheme') or 'http'}://{host}"
 
 
 def _user_of(raw: str, address: str | None) -> tuple[Any, Any]:
