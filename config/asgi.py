@@ -32,12 +32,29 @@ embedded_workers_start(settings.TOOLCORE_WORKERS)
 
 from config.backlog import TransportBacklog  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
+from conversations.mcp.transport import McpApplication  # noqa: E402
 from conversations.realtime.ws_auth import BrowserOriginValidator, WebsocketAuthMiddleware  # noqa: E402
+
+MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+
+
+class HttpRouter:
+    """``/mcp`` and ``/mcp/`` to the MCP endpoint (docs/mcp.md), everything else to Django."""
+
+    def __init__(self, mcp, django_app) -> None:
+        self.mcp = mcp
+        self.django_app = django_app
+
+    async def __call__(self, scope, receive, send):
+        app = self.mcp if scope.get("path") in MCP_PATHS else self.django_app
+        return await app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        # Static files (admin, API docs) are served here so one daphne process needs nothing else.
-        "http": ASGIStaticFilesHandler(django_application),
+        # Static files (admin, API docs) are served here so one daphne process needs nothing else;
+        # the MCP endpoint (Streamable HTTP, docs/mcp.md) is served by the same process.
+        "http": HttpRouter(McpApplication(), ASGIStaticFilesHandler(django_application)),
         # Websockets (docs/realtime.md): a browser's Origin must be one of ALLOWED_HOSTS; the
         # bearer header or the session cookie (same origin only) says who it is; the backlog
         # probe lets the consumers spare a socket that does not read.

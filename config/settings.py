@@ -251,6 +251,8 @@ TOOLCORE_RETENTION_DAYS = _env_int("TOOLCORE_RETENTION_DAYS", None, minimum=1)
 # lost last event); credentials are re-checked this often (a revoked token's sockets close).
 TOOLCORE_WS_HEAD_SECONDS = _env_int("TOOLCORE_WS_HEAD_SECONDS", 30, minimum=1)
 TOOLCORE_WS_AUTH_CHECK_SECONDS = _env_int("TOOLCORE_WS_AUTH_CHECK_SECONDS", 10, minimum=1)
+# An MCP tools/call that waits tells its client what it waits for this often (docs/mcp.md).
+TOOLCORE_MCP_PROGRESS_SECONDS = _env_int("TOOLCORE_MCP_PROGRESS_SECONDS", 5, minimum=1)
 # Threads of a server process that run HTTP requests' synchronous work (views, middleware), one
 # request each at a time (config/http.py); each may hold a database connection while it does.
 # Few on purpose: they share the process's one interpreter lock with the event loop that serves
@@ -354,6 +356,8 @@ LOGGING = {
         "django.channels.server": {"level": "WARNING"},
         # django-axes: each failure and lockout is a warning; its per-attempt chatter is not.
         "axes": {"level": "WARNING"},
+        # The MCP SDK serves /mcp/ statelessly: it logs every request's transport at INFO.
+        "mcp": {"level": "WARNING"},
         # API refusals are logged once by the API itself, with their error code.
         "django.request": {"filters": ["api_refusals"]},
     },

@@ -61,22 +61,38 @@ async def turn_results_wait(*, conversation_id: Any, turn_id: Any, wait: float) 
     Whatever the channel layer does, it answers by ``wait`` s plus one database check (and at
     most ``LEAVE_SECONDS`` more when the layer hangs), never raising because of the layer.
     """
+    return await until_settled(
+        lambda: _check(conversation_id, turn_id), group=turn_group(turn_id), wait=wait
+    )
+
+
+async def until_settled(
+    check: Callable[[], Awaitable[dict[str, Any]]], *, group: str, wait: float
+) -> dict[str, Any]:
+    """``check()``'s answer once it says ``settled``, or its last answer after ``wait`` s: the
+    turn barrier's way of waiting, for any waiter woken by a group's messages (an MCP
+    ``tools/call`` waits for its call so, on the call's turn group).
+
+    ``check`` reads the database on a pool thread and gives its connection back. Whatever the
+    channel layer does, the answer comes by ``wait`` s plus one check (and at most
+    ``LEAVE_SECONDS`` more when the layer hangs), never raising because of the layer.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    answer = await _check(conversation_id, turn_id)
+    answer = await check()
     if answer["settled"] or wait <= 0:
         return answer
-    wakeups = _Wakeups(get_channel_layer(), turn_group(turn_id))
+    wakeups = _Wakeups(get_channel_layer(), group)
     try:
         await wakeups.join(min(RECHECK_SECONDS, deadline - loop.time()))
         # Joined before this re-check, so a settlement after it cannot go unnoticed.
-        answer = await _check(conversation_id, turn_id)
+        answer = await check()
         while not answer["settled"]:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
             await wakeups.sleep(min(remaining, RECHECK_SECONDS))
-            answer = await _check(conversation_id, turn_id)
+            answer = await check()
     finally:
         await wakeups.leave()
     return answer

@@ -69,6 +69,8 @@ class Turn(TimeStamped):
     class Origin(models.TextChoices):
         USER = "user"
         COMMAND = "command"
+        # Opened by an MCP client's tools/call (docs/mcp.md); ends when its last call settles.
+        MCP = "mcp", "MCP"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
@@ -454,3 +456,43 @@ class ApiToken(models.Model):
 
     def has_scope(self, scope: str) -> bool:
         return scope in (self.scopes or [])
+
+
+class McpSession(models.Model):
+    """An MCP client's session (docs/mcp.md): opened by its ``initialize``, named by the
+    ``Mcp-Session-Id`` header of every later request, ended by its ``DELETE``. Held here, not in
+    one process's memory, so any daphne serves its next request. One session is one
+    conversation of its user."""
+
+    # The opaque ``Mcp-Session-Id``: 43 URL-safe random characters (``secrets.token_urlsafe``).
+    id = models.CharField(primary_key=True, max_length=64, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_sessions"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="mcp_sessions"
+    )
+    # What the client said at initialize: ``clientInfo`` and ``capabilities`` as sent.
+    client_info = CompactJSONField(default=dict, blank=True)
+    capabilities = CompactJSONField(default=dict, blank=True)
+    protocol_version = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Written at most once a minute (``services/mcp_sessions.py``), so requests stay reads.
+    last_seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "MCP session"
+
+    def __str__(self) -> str:
+        name = (self.client_info or {}).get("name") or "client"
+        return f"MCP session of {name} ({self.user})"
+
+    @property
+    def elicitation(self) -> bool:
+        """Whether the client declared the ``elicitation`` capability (form mode: the only
+        mode before 2025-11-25, where an empty object means form)."""
+        declared = (self.capabilities or {}).get("elicitation")
+        if not isinstance(declared, dict):
+            return False
+        return not declared or "form" in declared

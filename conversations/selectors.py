@@ -22,7 +22,15 @@ from tools.models import AsyncRun, Launch
 
 from .errors import CursorAhead, NotFound, ValidationFailed, found
 from .exits import exit_of, exit_wire
-from .models import Asset, Conversation, ConversationEvent, ToolActivity, ToolCall, Turn
+from .models import (
+    Asset,
+    Conversation,
+    ConversationEvent,
+    McpSession,
+    ToolActivity,
+    ToolCall,
+    Turn,
+)
 from .shapes import (
     activity_state,
     asset_wire,
@@ -341,3 +349,48 @@ def launches_page(user: Any, *, cursor: str | None, limit: int) -> tuple[list[La
     more = len(page) > limit
     page = page[:limit]
     return page, (_encode_cursor(page[-1].created_at, page[-1].pk) if more and page else None)
+
+
+def mcp_session_for(user: Any, session_id: str) -> McpSession:
+    """The user's MCP session of that ``Mcp-Session-Id``; another user's answers ``NotFound``
+    exactly as an unknown one (docs/mcp.md)."""
+    hit = list(McpSession.objects.filter(pk=session_id, user_id=user.pk).order_by()[:1])
+    if not hit:
+        raise NotFound("Session not found.")
+    return hit[0]
+
+
+def call_progress(call_id: Any) -> dict[str, Any]:
+    """Where a call stands, for a waiter: ``{"settled": False, "state", "interaction",
+    "resolutionRequestId"}`` while it is unfinished, ``{"settled": True, "payload"}`` (its response's) once it settled;
+    ``NotFound`` when neither exists."""
+    row = (
+        ToolCall.objects.filter(pk=call_id)
+        .values_list("state", "interaction", "resolution_request_id")
+        .first()
+    )
+    if row is not None:
+        state, interaction, request_id = row
+        return {
+            "settled": False,
+            "state": state,
+            "interaction": interaction,
+            "resolutionRequestId": request_id,
+        }
+    payload = call_response_payload(call_id)
+    if payload is None:
+        raise NotFound("Tool call not found.")
+    return {"settled": True, "payload": payload}
+
+
+def assets_of(asset_ids: Iterable[Any]) -> list[Asset]:
+    """The asset rows of ``asset_ids``, in that order (those that exist)."""
+    ids = [UUID(str(i)) for i in asset_ids]
+    rows = {a.pk: a for a in Asset.objects.filter(pk__in=ids)}
+    return [rows[i] for i in ids if i in rows]
+
+
+def async_run_id_of(call_id: Any) -> str | None:
+    """The async run the ``bash`` call ``call_id`` started (gone to the background), if any."""
+    run_id = AsyncRun.objects.filter(tool_call_id=call_id).values_list("pk", flat=True).first()
+    return None if run_id is None else str(run_id)

@@ -244,6 +244,12 @@ CORE_TOOLS: dict[str, ToolSpec] = {
     ]
 }
 
+
+def catalog_tools() -> list[ToolSpec]:
+    """The tools the catalog lists to clients (an MCP client's ``tools/list``, docs/mcp.md)."""
+    return list(CORE_TOOLS.values())
+
+
 # The arguments ``ToolSpec.subject_of`` reads: a list that shows a call's subject reads only
 # these in the database, not the call's whole arguments.
 SUBJECT_ARGUMENTS = ("command", "path", "file_path")

@@ -11,13 +11,13 @@ Modules: ``common`` (display helpers, the capped paginator, the read-only and ex
 mixins), ``times``, ``filters``, ``timeline``, ``console``, ``callpage``, ``operations``,
 ``conversations`` (conversations, turns), ``events`` (events, tool activities, assets),
 ``calls`` (tool calls, execution claims), ``exits`` (how commands ended), ``tokens`` (API
-tokens) and ``accounts`` (Django's users and groups, counted like the rest).
+tokens), ``mcp_sessions`` (MCP clients' sessions) and ``accounts`` (Django's users and groups, counted like the rest).
 """
 
 from django.contrib import admin
 
 # Importing the admin modules registers their ModelAdmins (Django autodiscovers this package).
-from . import accounts, calls, conversations, events, exits, tokens
+from . import accounts, calls, conversations, events, exits, mcp_sessions, tokens
 from .common import (
     ExactSearchMixin,
     ReadOnlyAdmin,
@@ -50,6 +50,7 @@ __all__ = [
     "exits",
     "link",
     "link_to_call",
+    "mcp_sessions",
     "response_timeline",
     "tokens",
 ]

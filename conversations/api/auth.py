@@ -89,6 +89,18 @@ def bearer_of(request: HttpRequest) -> str | None:
     return token.strip()
 
 
+def bearer_token(scope: dict[str, Any]) -> str | None:
+    """The bearer token of an ASGI scope (a websocket handshake, an MCP request), ``""`` for an
+    ``Authorization`` header without one, None without the header (as ``bearer_of`` reads a
+    request)."""
+    raw = next((v for k, v in scope.get("headers", []) if k == b"authorization"), b"")
+    header = raw.decode("latin1").strip()
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def token_refused(request: HttpRequest) -> None:
     """A bearer token that failed: counted against the client's address (``throttle.py``);
     ``Throttled`` (429) when the address is locked out, else the caller answers 401."""

@@ -40,7 +40,7 @@ from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from ..api.auth import token_authenticate
+from ..api.auth import bearer_token, token_authenticate
 from ..api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
 from ..api.throttle import scope_address, token_failure, token_lockout_text
 from ..detached import socket_database
@@ -54,16 +54,6 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
         if key == name:
             return value.decode("latin1")
     return None
-
-
-def bearer_token(scope: dict[str, Any]) -> str | None:
-    """The bearer token of the handshake, ``""`` for an ``Authorization`` header without one,
-    None without the header (as ``auth.bearer_of`` reads a request)."""
-    header = (_header(scope, b"authorization") or "").strip()
-    if not header:
-        return None
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def same_origin(scope: dict[str, Any]) -> bool:

@@ -58,6 +58,60 @@ def _message_body(event: ConversationEvent) -> dict[str, Any]:
     return {"event": event_wire(event), "turnId": str(event.turn_id), "toolCalls": calls}
 
 
+def _recorded_answer(
+    conversation_id: UUID | str, message_id: str, event_type: str, content: list[dict[str, Any]]
+) -> Posted | None:
+    """The recorded answer of a repeated ``messageId`` (same role and content), None when the
+    message is new; ``message_conflict`` when it was recorded with other content."""
+    recorded = ConversationEvent.objects.filter(
+        conversation_id=conversation_id, message_id=message_id
+    ).first()
+    if recorded is None:
+        return None
+    if recorded.type != event_type or recorded.payload.get("content") != content:
+        raise MessageConflict(
+            f"Message {message_id} was recorded with other content.", field="messageId"
+        )
+    return Posted(created=False, body=_message_body(recorded))
+
+
+def _append(
+    conversation: Any, turn: Turn, event_type: str, message_id: str, content: list[dict[str, Any]]
+) -> Posted:
+    """Append the message to ``turn`` and create and supervise its calls, in the caller's
+    transaction (the conversation locked)."""
+    event = event_append(
+        conversation_id=conversation.pk,
+        type=event_type,
+        payload={"messageId": message_id, "content": content},
+        turn_id=turn.id,
+        message_id=message_id,
+    )
+    calls = _create_calls(event, content) if event_type == E.ASSISTANT_MESSAGE else []
+    for call in calls:
+        call.conversation = conversation  # supervision reads its workspace
+    calls_supervise(calls=calls)
+    return Posted(created=True, body=_message_body(event), call_ids=[call.id for call in calls])
+
+
+def _posted_once(
+    post: Any,
+    conversation_id: UUID | str,
+    message_id: str,
+    event_type: str,
+    content: list[dict[str, Any]],
+) -> Posted:
+    """``post()`` (one transaction); when two posts of one ``messageId`` raced past the check,
+    the loser answers from the record (the unique ``(conversation, message_id)``)."""
+    try:
+        return post()
+    except IntegrityError:
+        answer = _recorded_answer(conversation_id, message_id, event_type, content)
+        if answer is None:
+            raise
+        return answer
+
+
 def message_post(
     *,
     conversation_id: UUID | str,
@@ -78,18 +132,13 @@ def message_post(
     message_id = clean_text(message_id)
     event_type = E.USER_MESSAGE if role == "user" else E.ASSISTANT_MESSAGE
     message_check(message_id=message_id, event_type=event_type, content=content)
-    try:
+
+    def post() -> Posted:
         with publish.atomic():
             conversation = conversation_lock(conversation_id)
-            recorded = ConversationEvent.objects.filter(
-                conversation_id=conversation_id, message_id=message_id
-            ).first()
+            recorded = _recorded_answer(conversation_id, message_id, event_type, content)
             if recorded is not None:
-                if recorded.type != event_type or recorded.payload.get("content") != content:
-                    raise MessageConflict(
-                        f"Message {message_id} was recorded with other content.", field="messageId"
-                    )
-                return Posted(created=False, body=_message_body(recorded))
+                return recorded
             open_turn = turn_open_find(conversation_id)
             if event_type == E.USER_MESSAGE:
                 if open_turn is not None:
@@ -99,30 +148,51 @@ def message_post(
                 if open_turn is None or str(open_turn.id) != str(turn_id):
                     raise TurnNotOpen("The turnId does not name the open turn.", field="turnId")
                 turn = open_turn
-            event = event_append(
-                conversation_id=conversation_id,
-                type=event_type,
-                payload={"messageId": message_id, "content": content},
-                turn_id=turn.id,
-                message_id=message_id,
-            )
-            calls = _create_calls(event, content) if event_type == E.ASSISTANT_MESSAGE else []
-            for call in calls:
-                call.conversation = conversation  # supervision reads its workspace
-            calls_supervise(calls=calls)
-    except IntegrityError as exc:
-        # Two posts of one messageId raced past the check; the loser answers from the record.
-        recorded = ConversationEvent.objects.filter(
-            conversation_id=conversation_id, message_id=message_id
-        ).first()
-        if recorded is None:
-            raise
-        if recorded.type != event_type or recorded.payload.get("content") != content:
-            raise MessageConflict(
-                f"Message {message_id} was recorded with other content.", field="messageId"
-            ) from exc
-        return Posted(created=False, body=_message_body(recorded))
-    return Posted(created=True, body=_message_body(event), call_ids=[call.id for call in calls])
+            return _append(conversation, turn, event_type, message_id, content)
+
+    return _posted_once(post, conversation_id, message_id, event_type, content)
+
+
+def mcp_call_post(
+    *,
+    conversation_id: UUID | str,
+    message_id: str,
+    provider_call_id: str,
+    tool_name: str,
+    arguments: dict[str, Any],
+) -> Posted:
+    """One MCP ``tools/call`` (docs/mcp.md): an assistant message holding its one ``tool_call``
+    block, created and supervised as any model call is (``message_post``); idempotent by
+    ``messageId``.
+
+    The message goes into the conversation's open MCP turn, or opens one (``origin = mcp``):
+    calls an MCP client makes side by side share a turn, which ends when its last call
+    settles (settlement). A turn of another origin open (a user or a command on the pages) is
+    ``turn_open``: the conversation is busy.
+    """
+    block = {"type": "tool_call", "id": provider_call_id, "name": tool_name}
+    content: list[dict[str, Any]] = clean_json([{**block, "arguments": arguments}])  # type: ignore[assignment]
+    message_id = clean_text(message_id)
+    event_type = E.ASSISTANT_MESSAGE
+    message_check(message_id=message_id, event_type=event_type, content=content)
+
+    def post() -> Posted:
+        with publish.atomic():
+            conversation = conversation_lock(conversation_id)
+            recorded = _recorded_answer(conversation_id, message_id, event_type, content)
+            if recorded is not None:
+                return recorded
+            turn = turn_open_find(conversation_id)
+            if turn is None:
+                turn = turn_create(conversation_id=conversation_id, origin=Turn.Origin.MCP)
+            elif turn.origin != Turn.Origin.MCP:
+                raise TurnOpen(
+                    f"Turn {turn.id} ({turn.origin}) is open in this conversation; MCP calls can "
+                    "be made once it ends."
+                )
+            return _append(conversation, turn, event_type, message_id, content)
+
+    return _posted_once(post, conversation_id, message_id, event_type, content)
 
 
 def _create_calls(event: ConversationEvent, content: list[dict[str, Any]]) -> list[ToolCall]:

@@ -438,6 +438,13 @@ def _commit(
     if call.turn_origin == Turn.Origin.COMMAND:
         # A command's turn is its one call: it ends when the call settles, whatever settled it.
         turn_close(conversation_id=call.conversation_id, turn_id=call.turn_id, reason="command")
+    elif (
+        call.turn_origin == Turn.Origin.MCP
+        and not ToolCall.objects.filter(turn_id=call.turn_id).exists()
+    ):
+        # An MCP turn ends with its last unfinished call. The event's append locked the
+        # conversation, so no MCP call joins the turn meanwhile (``mcp_call_post`` locks it too).
+        turn_close(conversation_id=call.conversation_id, turn_id=call.turn_id, reason="completed")
     return event
 
 

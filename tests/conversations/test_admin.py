@@ -23,6 +23,7 @@ from conversations.models import (
     Conversation,
     ConversationEvent,
     ExecutionClaim,
+    McpSession,
     ToolActivity,
     ToolCall,
     Turn,
@@ -30,6 +31,7 @@ from conversations.models import (
 from conversations.services.claims import claim_acquire
 from conversations.services.conversations import conversation_create
 from conversations.services.exits import command_exit_record
+from conversations.services.mcp_sessions import mcp_session_open
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data
@@ -187,6 +189,14 @@ def object_of(world: World, model) -> Any:
         LeftProcess: LeftProcess.objects.get_or_create(
             host="host-b", pgid=4242, process_start=123456, label=f"call {world.running_id}"
         )[0],
+        McpSession: McpSession.objects.first()
+        or mcp_session_open(
+            user=world.conversation.owner,
+            conversation_id=world.conversation.pk,
+            client_info={"name": "claude-code", "version": "2.1"},
+            capabilities={},
+            protocol_version="2025-11-25",
+        ),
     }[model]
 
 
@@ -204,6 +214,7 @@ REGISTERED = [
     AsyncRun,
     Launch,
     LeftProcess,
+    McpSession,
 ]
 BIG_TABLES = [ConversationEvent, ToolCall, ToolActivity, Asset]
 

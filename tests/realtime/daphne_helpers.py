@@ -340,6 +340,10 @@ class Site:
         self.daphnes.append(worker)
         return worker.start()
 
+    def errors(self) -> list[str]:
+        """The lines at level ERROR or above (and tracebacks) its daphnes and workers logged."""
+        return [line for server in self.daphnes for line in server.errors()]
+
     def close(self) -> None:
         for server in self.daphnes:
             stderr = server.stop()

@@ -46,7 +46,7 @@ EVENTS = 5000
 def e2e(tmp_path):
     with site(tmp_path) as made:
         yield made
-    errors = [line for server in made.daphnes for line in server.errors()]
+    errors = made.errors()
     assert not errors, "daphne logged errors:\n" + "\n".join(errors)
 
 

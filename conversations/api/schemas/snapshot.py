@@ -25,8 +25,9 @@ class OpenTurnOut(Out):
 
     id: UUID
     ordinal: int = Field(description="1, 2, 3 … per conversation.")
-    origin: Literal["user", "command"] = Field(
-        description="`user`: opened by a user message; `command`: by a `!command`."
+    origin: Literal["user", "command", "mcp"] = Field(
+        description="`user`: opened by a user message; `command`: by a `!command`; `mcp`: by "
+        "an MCP client's tool call (docs/mcp.md)."
     )
     createdAt: str
 

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from conversations.services.mcp_sessions import mcp_sessions_purge
 from conversations.services.participants import purge_participants
 from conversations.services.retention import conversations_purge
 
@@ -18,6 +19,8 @@ class Command(BaseCommand):
             return
         count = conversations_purge(older_than_days=days)
         self.stdout.write(f"Deleted {count} conversation(s) older than {days} day(s).")
+        count = mcp_sessions_purge(older_than_days=days)
+        self.stdout.write(f"Deleted {count} MCP session(s) not used for {days} day(s).")
         # What the runtime keeps besides (ended workbench launches): its purge participants.
         for participant in purge_participants():
             count = participant.purge(older_than_days=days)

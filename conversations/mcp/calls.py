@@ -1,0 +1,271 @@
+"""An MCP ``tools/call``: a tool call of the session's conversation, created, supervised and
+settled by the core's services like any model call, and waited for here (docs/mcp.md).
+
+The call is an assistant message with one ``tool_call`` block in the conversation's MCP turn
+(``services/messages.py`` ``mcp_call_post``). Its ``messageId`` is derived from the session
+and the JSON-RPC request id (``message_id_of``), so the call's id follows from them too: a
+``notifications/cancelled`` naming the request finds its call, on any daphne.
+
+Waiting uses the turn barrier's way (``barrier.until_settled`` on the call's turn group):
+woken by the settlement's ``turn.changed``, a database check every 2 s as a safety net, no
+thread or connection held. Every ``TOOLCORE_MCP_PROGRESS_SECONDS`` of waiting the client gets a
+``notifications/progress`` (when it sent a ``progressToken``) saying what the call waits for and
+where to decide or read it. A call awaiting approval is also put to the client's user as an
+``elicitation/create`` (form: allow once or deny) when the client declared the capability;
+whichever decides first wins, and an elicitation someone else answered first is withdrawn
+(``notifications/cancelled``).
+
+The wait ends with the HTTP stream: a client that goes away stops the handler, never the call,
+which settles on its own (read it with ``GET /api/v1/tool-calls/{id}``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+from uuid import UUID
+
+import mcp_types as types
+from django.conf import settings
+from django.db import connections
+from django.urls import reverse
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp_types.version import is_version_at_least
+
+from .. import selectors
+from ..api.outages import OUTAGES, unavailable_message
+from ..barrier import until_settled
+from ..detached import detached
+from ..errors import DomainError, NotFound, TurnOpen
+from ..models import ToolCall
+from ..services.calls import model_call_id
+from ..services.messages import mcp_call_post
+from ..services.publish import turn_group
+from .results import call_result, refusal_result, result_parts
+from .stream import McpRequest, current
+from .tools import published_spec
+
+logger = logging.getLogger(__name__)
+
+S = ToolCall.State
+# The JSON-RPC id of the elicitation that asks for a call's approval: the call is in it, so its
+# answer finds the call on any daphne (``transport.py``).
+ELICITATION_PREFIX = "toolcore-approval-"
+PROVIDER_ID_MAX = 200
+
+_R = TypeVar("_R")
+
+
+def on_database(fn: Callable[..., _R]) -> Callable[..., Any]:
+    """``fn`` on the shared pool threads (``detached``), its connections given back."""
+
+    def run(*args: Any, **kwargs: Any) -> _R:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return detached(run)
+
+
+def message_id_of(session_id: str, request_id: Any) -> str:
+    """The ``messageId`` of the call a session's request made: derived from both (the JSON-RPC
+    id with its type: ``1`` and ``"1"`` differ), the session id itself kept out of the log."""
+    key = f"{session_id}\n{json.dumps(request_id)}".encode()
+    return "mcp-" + hashlib.sha256(key).hexdigest()[:32]
+
+
+def call_id_of(conversation_id: Any, session_id: str, request_id: Any) -> UUID:
+    return model_call_id(conversation_id, message_id_of(session_id, request_id), 0)
+
+
+def provider_call_id_of(request_id: Any) -> str:
+    """The call's ``providerCallId``: ``mcp-`` and the JSON-RPC id (a digest of a long one)."""
+    text = str(request_id)
+    if len(text) > PROVIDER_ID_MAX:
+        text = hashlib.sha256(text.encode()).hexdigest()[:32]
+    return f"mcp-{text}"
+
+
+def elicitation_id(call_id: Any) -> str:
+    return f"{ELICITATION_PREFIX}{call_id}"
+
+
+def elicitation_request_id(call_id: Any) -> str:
+    """The ``requestId`` of the resolution an elicitation's answer records."""
+    return f"mcp-elicitation-{call_id}"
+
+
+def _post(session_conversation: Any, message_id: str, request_id: Any, params: Any) -> Any:
+    return mcp_call_post(
+        conversation_id=session_conversation,
+        message_id=message_id,
+        provider_call_id=provider_call_id_of(request_id),
+        tool_name=params.name,
+        arguments=params.arguments or {},
+    )
+
+
+async def call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    """The SDK's ``tools/call`` handler: create the call, wait until it settles, answer it."""
+    request = current.get()
+    if published_spec(params.name) is None:
+        raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+    session = request.session
+    message_id = message_id_of(session.pk, ctx.request_id)
+    try:
+        posted = await on_database(_post)(
+            session.conversation_id, message_id, ctx.request_id, params
+        )
+    except TurnOpen as exc:
+        return refusal_result(exc.message)
+    except DomainError as exc:  # too many bytes, the request id reused with other arguments
+        raise MCPError(code=INVALID_PARAMS, message=exc.message) from None
+    except OUTAGES as exc:
+        raise MCPError(code=INTERNAL_ERROR, message=unavailable_message(exc)) from None
+    call_id = call_id_of(session.conversation_id, session.pk, ctx.request_id)
+    return await _Waiter(ctx, request, call_id, posted.body["turnId"]).result()
+
+
+class _Waiter:
+    """One ``tools/call`` waiting for its call: progress, the elicitation, the answer."""
+
+    def __init__(
+        self, ctx: ServerRequestContext[Any, Any], request: McpRequest, call_id: UUID, turn_id: str
+    ) -> None:
+        self.ctx = ctx
+        self.request = request
+        self.call_id = call_id
+        self.turn_id = turn_id
+        self.progress = 0
+        self.elicited = False
+        self.withdrawn = False
+
+    async def _check(self) -> dict[str, Any]:
+        return await on_database(selectors.call_progress)(self.call_id)
+
+    async def result(self) -> types.CallToolResult:
+        try:
+            answer = await self._check()
+            rounds = 0
+            while not answer["settled"]:
+                if rounds or answer["state"] == S.AWAITING_APPROVAL:
+                    await self._tell(answer)
+                rounds += 1
+                answer = await until_settled(
+                    self._check,
+                    group=turn_group(self.turn_id),
+                    wait=settings.TOOLCORE_MCP_PROGRESS_SECONDS,
+                )
+            await self._withdraw(answer["payload"].get("resolutionRequestId"))
+            payload = answer["payload"]
+            parts = await on_database(result_parts)(self.call_id, payload)
+        except NotFound:  # its conversation was deleted meanwhile
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message=f"Tool call {self.call_id} is gone: its conversation was deleted.",
+            ) from None
+        except OUTAGES as exc:
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"{unavailable_message(exc)} Tool call {self.call_id} goes on: read it "
+                f"later with GET {self._call_url()}.",
+            ) from None
+        return call_result(
+            call_id=self.call_id,
+            conversation_id=self.request.session.conversation_id,
+            payload=payload,
+            parts=parts,
+            base_url=self.request.base_url,
+        )
+
+    async def _tell(self, answer: dict[str, Any]) -> None:
+        """What the call waits for, to the client: the elicitation once (when it may be asked),
+        and a progress notification."""
+        if answer["state"] == S.AWAITING_APPROVAL:
+            if self.request.session.elicitation and not self.elicited:
+                self.elicited = await self.request.stream.event(self._elicitation(answer))
+        else:
+            await self._withdraw(answer.get("resolutionRequestId"))
+        self.progress += 1
+        await self.ctx.session.report_progress(self.progress, None, self._progress_text(answer))
+
+    async def _withdraw(self, decided_by: str | None) -> None:
+        """Cancel the elicitation still open on the client once the call was decided otherwise
+        (the page, the admin, the REST API, a cancel); its answer would find ``not_awaiting``."""
+        if (
+            not self.elicited
+            or self.withdrawn
+            or decided_by == elicitation_request_id(self.call_id)
+        ):
+            return
+        self.withdrawn = True
+        await self.request.stream.event(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {
+                    "requestId": elicitation_id(self.call_id),
+                    "reason": "The call was decided elsewhere.",
+                },
+            }
+        )
+
+    def _call_url(self) -> str:
+        return f"{self.request.base_url}/api/v1/tool-calls/{self.call_id}"
+
+    def _page_url(self) -> str:
+        path = reverse("conversation", args=[self.request.session.conversation_id])
+        return f"{self.request.base_url}{path}"
+
+    def _progress_text(self, answer: dict[str, Any]) -> str:
+        state = answer["state"]
+        call = f"Tool call {self.call_id}"
+        if state == S.AWAITING_APPROVAL:
+            reason = ((answer.get("interaction") or {}).get("request") or {}).get("reason") or ""
+            here = ", or answer this client's prompt" if self.elicited else ""
+            return (
+                f"{call} awaits approval. {reason} Approve or deny it on {self._page_url()}, in "
+                f"the admin, or with POST {self._call_url()}/resolution{here}."
+            ).replace("  ", " ")
+        if state == S.AWAITING_INPUT:
+            return f"{call} awaits an answer on {self._page_url()}."
+        if state == S.RUNNING:
+            return (
+                f"{call} is running. If this client stops waiting, the call goes on: read it "
+                f"with GET {self._call_url()}."
+            )
+        return f"{call} is {state.replace('_', ' ')}; GET {self._call_url()} reads it."
+
+    def _elicitation(self, answer: dict[str, Any]) -> dict[str, Any]:
+        reason = ((answer.get("interaction") or {}).get("request") or {}).get("reason") or ""
+        decision: dict[str, Any] = {"type": "string", "title": "Decision"}
+        choices = [("allow", "Allow once"), ("deny", "Deny")]
+        params: dict[str, Any] = {
+            "message": f"Toolcore asks: {reason} Allow it once, or deny it? (Tool call "
+            f"{self.call_id}.)",
+        }
+        if is_version_at_least(self.request.session.protocol_version, "2025-11-25"):
+            decision["oneOf"] = [{"const": value, "title": title} for value, title in choices]
+            params["mode"] = "form"
+        else:  # 2025-06-18: titles of an enum as enumNames
+            decision["enum"] = [value for value, _ in choices]
+            decision["enumNames"] = [title for _, title in choices]
+        params["requestedSchema"] = {
+            "type": "object",
+            "properties": {"decision": decision},
+            "required": ["decision"],
+        }
+        return {
+            "jsonrpc": "2.0",
+            "id": elicitation_id(self.call_id),
+            "method": "elicitation/create",
+            "params": params,
+        }
