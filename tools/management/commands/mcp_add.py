@@ -6,6 +6,8 @@ catalog as ``mcp__NAME__<tool>``, then list its tools (docs/mcp.md). Secret valu
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -28,11 +30,28 @@ class Command(BaseCommand):
         "HTTP), then list its tools."
     )
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> Any:
+        """Everything after the first ``--`` is the stdio server's command, whatever it looks
+        like (argparse would read its options as ours)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.usage = "%(prog)s NAME [options] (-- COMMAND [ARGS...] | --url URL)"
+        parse = parser.parse_args
+
+        def parse_args(args: Any = None, namespace: Any = None) -> Any:
+            args = list(sys.argv[2:] if args is None else args)
+            command: list[str] = []
+            if "--" in args:
+                split = args.index("--")
+                args, command = args[:split], args[split + 1 :]
+            options = parse(args, namespace)
+            options.command = command
+            return options
+
+        parser.parse_args = parse_args
+        return parser
+
     def add_arguments(self, parser):
         parser.add_argument("name", help="Part of its tools' names: mcp__NAME__<tool>.")
-        parser.add_argument(
-            "command", nargs="*", help="After --: the command that starts a stdio server."
-        )
         parser.add_argument("--url", default="", help="A Streamable HTTP server's URL.")
         parser.add_argument(
             "--env",

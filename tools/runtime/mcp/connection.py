@@ -30,7 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import Implementation
+from mcp_types import CONNECTION_CLOSED, Implementation
 
 from projections.units import cut_text
 
@@ -114,6 +114,8 @@ def error_text(exc: BaseException) -> str:
     exception groups, named by its type (and the server's message for a protocol error)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
+        return "the connection closed (a stdio server's process exited: its stderr says why)"
     if isinstance(exc, MCPError):
         return cut_text(f"the server answered an error ({exc.error.code}): {exc.error.message}")
     if isinstance(exc, TimeoutError):

@@ -51,6 +51,9 @@ class McpUnavailable(Exception):
 
 
 def _changed() -> None:
+    """This process's catalog reads the servers again: now (this transaction sees its own
+    change) and after the commit (what other threads read meanwhile was the old rows)."""
+    CATALOG.invalidate()
     transaction.on_commit(CATALOG.invalidate)
 
 

@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .connection import ServerConfig, error_text, mcp_connect, tools_list
+from .connection import CONNECT_SECONDS, ServerConfig, error_text, mcp_connect, tools_list
 from .services import mcp_tools_failed, mcp_tools_store
 
 logger = logging.getLogger(__name__)
@@ -220,12 +220,17 @@ class McpSessions:
 
         try:
             async with mcp_connect(config, message_handler=on_message) as client:
-                session.connected.set_result(client)
-                logger.info("MCP session open", extra={"mcp_server": config.name})
                 session.refresh_wanted.set()  # the first listing
                 helpers = [asyncio.create_task(self._refresh_when_asked(session, client))]
                 if _offers_list_changed(client):
-                    helpers.append(asyncio.create_task(_listen(session, client)))
+                    # Listening before the first call: a change that call makes is heard.
+                    listening = asyncio.Event()
+                    helpers.append(asyncio.create_task(_listen(session, client, listening)))
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(CONNECT_SECONDS):
+                            await listening.wait()
+                session.connected.set_result(client)
+                logger.info("MCP session open", extra={"mcp_server": config.name})
                 try:
                     await session.closing.wait()
                 finally:
@@ -282,16 +287,19 @@ def _offers_list_changed(client: Client) -> bool:
     )
 
 
-async def _listen(session: _Session, client: Client) -> None:
+async def _listen(session: _Session, client: Client, listening: asyncio.Event) -> None:
     """On a 2026-07-28 connection a server sends its list changes only on a
-    ``subscriptions/listen`` stream: hold one open (each event also reaches ``on_message``)."""
+    ``subscriptions/listen`` stream: hold one open (each event also reaches ``on_message``);
+    ``listening`` is set once the server acknowledged it, or it failed."""
     try:
         async with client.listen(tools_list_changed=True) as subscription:
+            listening.set()
             async for _event in subscription:
                 session.refresh_wanted.set()
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - changes are then seen at the next connect
+        listening.set()
         logger.info(
             "MCP list changes not followed: %s",
             error_text(exc),

@@ -82,6 +82,7 @@ class McpCatalog:
         """Read the servers again at the next use (a change was just committed here)."""
         with self._lock:
             self._checked = float("-inf")
+            self._key = None
 
     def _fresh(self) -> None:
         now = time.monotonic()
