@@ -11,6 +11,8 @@ from django.conf import settings
 
 from conversations.models import Asset, ToolCall
 from tests.conftest import client_for
+from tests.conversations.api_helpers import grant_run_commands
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.tools.worker_helpers import model_call, response_of, wait_for
 from tools.models import McpServer
 from tools.runtime.mcp.services import McpUnavailable, mcp_server_refresh, mcp_server_save
@@ -36,9 +38,6 @@ def _text(payload) -> str:
 
 def test_a_time_call_is_approved_over_rest_run_and_projected(user):
     add_server("time", *TIME)
-    from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
-    from tests.conversations.api_helpers import grant_run_commands
-
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(
