@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from conversations.admin import ExactSearchMixin, SupportAdmin
+from conversations.admin import ExactSearchMixin, ReadOnlyAdmin, SupportAdmin
 from conversations.errors import ValidationFailed
 from tools.catalog import mcp_tool_name
 from tools.models import McpServer, McpTool
@@ -195,6 +195,12 @@ class McpServerAdmin(ExactSearchMixin, SupportAdmin):
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         pass  # the tools are the server's listing, never a form's
 
+    def construct_change_message(
+        self, request: HttpRequest, form: Any, formsets: Any, add: bool = False
+    ) -> Any:
+        # The history names the fields changed (never a value), not the tools' read-only rows.
+        return super().construct_change_message(request, form, [], add)
+
     def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
         mcp_server_delete(server=obj)
 
@@ -220,3 +226,32 @@ class McpServerAdmin(ExactSearchMixin, SupportAdmin):
 
 def _names(sealed: dict[str, str]) -> str:
     return ", ".join(sorted(sealed)) + " (values hidden)" if sealed else "—"
+
+
+@admin.register(McpTool)
+class McpToolAdmin(ReadOnlyAdmin):
+    """Every server's tools as they last listed them: read-only, refreshed by the servers."""
+
+    list_display = ("catalog_name", "server", "risk", "refreshed_at")
+    list_filter = ("server",)
+    list_select_related = ("server",)
+    search_fields = ("name", "description", "server__name")
+    fields = (
+        "server",
+        "name",
+        "catalog_name",
+        "risk",
+        "description",
+        "input_schema",
+        "annotations",
+        "refreshed_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="name in the catalog")
+    def catalog_name(self, obj: McpTool) -> str:
+        return mcp_tool_name(obj.server.name, obj.name)
+
+    @admin.display(description="risk")
+    def risk(self, obj: McpTool) -> str:
+        return tool_risk(obj.annotations or {})
