@@ -118,6 +118,7 @@ def http_tiny_server(token: str, record: Path) -> Iterator[str]:
                 time.sleep(0.1)
         yield url
     finally:
+        mcp_sessions().close_all()  # its open streams would hold uvicorn's shutdown
         process.terminate()
         try:
             process.wait(10)
