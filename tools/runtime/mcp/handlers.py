@@ -20,7 +20,7 @@ from conversations.services.settlement import INDETERMINATE_REASON
 from tools.catalog import mcp_tool_parts, tool_spec
 
 from ..base import CallContext, HandlerResult, ToolError
-from .connection import ServerConfig
+from .connection import ServerConfig, error_text
 from .results import result_of
 from .services import McpUnavailable, mcp_ready_tools, mcp_server_for_call
 from .sessions import CallTimedOut, ConnectFailed, ServerGone, mcp_sessions
@@ -70,6 +70,12 @@ async def mcp_call(ctx: CallContext) -> HandlerResult:
         raise ToolError(
             f"MCP server “{server}” refused the call ({exc.error.code}): {exc.error.message}"
         ) from None
+    except Exception as exc:  # noqa: BLE001 - an answer the SDK could not read
+        # It answered, so the tool ran, but what it did cannot be read (a result that breaks
+        # the protocol, structured content against its own schema).
+        return _unknown(
+            ctx, server, f"answered in a form that could not be read ({error_text(exc)})."
+        )
     return await asyncio.to_thread(
         result_of, answer, server=server, tool=tool, folder=ctx.attempt_dir
     )

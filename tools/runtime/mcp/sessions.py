@@ -45,6 +45,8 @@ CLOSE_SECONDS = 8.0
 # A call's own timeout is the SDK's, which tells the server to stop (notifications/cancelled);
 # this much more bounds the whole call, should the server never answer that either.
 GRACE_SECONDS = 5.0
+# A list-changes stream that ended is opened again this long after.
+RELISTEN_SECONDS = 1.0
 
 
 class ServerGone(Exception):
@@ -290,21 +292,31 @@ def _offers_list_changed(client: Client) -> bool:
 async def _listen(session: _Session, client: Client, listening: asyncio.Event) -> None:
     """On a 2026-07-28 connection a server sends its list changes only on a
     ``subscriptions/listen`` stream: hold one open (each event also reaches ``on_message``);
-    ``listening`` is set once the server acknowledged it, or it failed."""
-    try:
-        async with client.listen(tools_list_changed=True) as subscription:
+    ``listening`` is set once the server acknowledged it, or it failed. A stream that ends
+    after it was acknowledged (an HTTP stream's read timeout) is opened again, and the tools
+    listed again: the protocol replays nothing."""
+    while True:
+        acknowledged = False
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                acknowledged = True
+                listening.set()
+                async for _event in subscription:
+                    session.refresh_wanted.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - changes are then seen at the next connect
             listening.set()
-            async for _event in subscription:
-                session.refresh_wanted.set()
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - changes are then seen at the next connect
+            if not acknowledged or session.ended:
+                logger.info(
+                    "MCP list changes not followed: %s",
+                    error_text(exc),
+                    extra={"mcp_server": session.config.name},
+                )
+                return
         listening.set()
-        logger.info(
-            "MCP list changes not followed: %s",
-            error_text(exc),
-            extra={"mcp_server": session.config.name},
-        )
+        session.refresh_wanted.set()
+        await asyncio.sleep(RELISTEN_SECONDS)
 
 
 _SESSIONS = McpSessions()
