@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from conversations.models import ToolCall
+from tests.conftest import client_for
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.tools.worker_helpers import response_of
 from tools.catalog import catalog_tools, mcp_tool_name, mcp_tool_parts, tool_spec
@@ -136,3 +137,14 @@ def test_mcp_add_refuses_bad_input_with_a_message():
     with pytest.raises(CommandError, match="could not list its tools: FileNotFoundError"):
         call_command("mcp_add", "gone", "--", "/nonexistent/server")
     assert McpServer.objects.get(name="gone").tools_error.startswith("MCP server “gone”")
+
+
+def test_the_host_port_leaves_registered_servers_tools_to_the_workers(user):
+    add_server("time", *TIME)
+    host = client_for(user, scopes=["host"])
+    refused = host.post_json(
+        "/api/v1/host/claims", {"tools": ["mcp__time__get_current_time"], "worker": "h"}
+    )
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "tools"
+    allowed = host.post_json("/api/v1/host/claims", {"tools": ["mcp__notes__x"], "worker": "h"})
+    assert allowed.status_code == 200 and allowed.json() == {"claims": []}

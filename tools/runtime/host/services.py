@@ -73,10 +73,11 @@ def host_claim(
     of ``owner_id``'s conversations, or of every owner when it is None. Each claim's token is
     derived for ``holder`` (``claim_tokens.holder_name``).
 
-    Core catalog tools are the server's own workers' to run: naming one is refused
-    (``ValidationFailed`` on ``tools``) and nothing is claimed.
+    Core catalog tools, and the tools of the MCP servers Toolcore is a client of, are the
+    server's own workers' to run: naming one is refused (``ValidationFailed`` on ``tools``) and
+    nothing is claimed.
     """
-    core = sorted({name for name in tool_names if name in CORE_TOOLS})
+    core = sorted({name for name in tool_names if name in CORE_TOOLS or not tool_spec(name).host})
     if core:
         raise ValidationFailed(
             f"tools: {', '.join(core)} {'is' if len(core) == 1 else 'are'} run by the server's "
