@@ -244,6 +244,8 @@ TOOLCORE_WORKER_CONCURRENCY = _env_int("TOOLCORE_WORKER_CONCURRENCY", 4, minimum
 TOOLCORE_CLAIM_LEASE = _env_int("TOOLCORE_CLAIM_LEASE", 30, minimum=1)
 TOOLCORE_MAX_ATTEMPTS = _env_int("TOOLCORE_MAX_ATTEMPTS", 3, minimum=1)
 TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30, minimum=0)
+# Seconds an MCP server has to answer one tool call (docs/mcp.md); then it is told to stop.
+TOOLCORE_MCP_CALL_TIMEOUT = _env_int("TOOLCORE_MCP_CALL_TIMEOUT", 60, minimum=1)
 TOOLCORE_MAX_BODY = _env_int("TOOLCORE_MAX_BODY", 1024 * 1024, minimum=1)
 # Unset keeps everything; a negative age would make `purge` delete every ended conversation.
 TOOLCORE_RETENTION_DAYS = _env_int("TOOLCORE_RETENTION_DAYS", None, minimum=1)

@@ -20,6 +20,8 @@ from django.utils import timezone
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_safe
 
+from tools.catalog import MCP_TOOL_NAME
+
 from . import selectors
 from .api.throttle import Lockout, client_address, cooloff, login_unlock_at
 from .errors import NotFound, ValidationFailed
@@ -37,6 +39,8 @@ def _page_config(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         "api": API_BASE,
         "username": request.user.get_username(),
         "canRunCommands": may_run_commands(request.user),
+        # How the cards tell an MCP server's tool (tools/catalog.py: one pattern for both).
+        "mcpToolName": MCP_TOOL_NAME.pattern,
         **extra,
     }
 

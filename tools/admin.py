@@ -1,5 +1,6 @@
 """The tools app's admin (docs/admin.md): permission rules (where global rules are made) here;
-async runs, launches and the process groups dead workers left in the runtime's features, whose
+async runs, launches, the process groups dead workers left and the MCP servers in the runtime's
+features, whose
 admins are imported below so that Django's autodiscovery, which imports this module, finds them.
 
 Every admin of the app shares the support admin's ways (``conversations.admin.SupportAdmin``):
@@ -23,6 +24,7 @@ from .models import PermissionRule
 from .runtime.async_runs import admin as async_runs_admin  # noqa: F401 - registers its models
 from .runtime.launches import admin as launches_admin  # noqa: F401 - registers its models
 from .runtime.left_processes import admin as left_processes_admin  # noqa: F401 - the same
+from .runtime.mcp import admin as mcp_admin  # noqa: F401 - the same
 
 
 class RuleScopeFilter(admin.SimpleListFilter):

@@ -9,13 +9,16 @@ class ToolsConfig(AppConfig):
         # Imported here, not at the top: the runtime imports the core's services, which need
         # every app's models loaded. What the core calls of the runtime is registered here, in
         # every process (conversations/services/runners.py, participants.py); recovery sweeps
-        # the participants in this order: async runs, then launches.
+        # the participants in this order: async runs, then launches. The MCP servers' tools
+        # join the catalog through its provider hook (tools/catalog.py).
         from .runtime import handlers
         from .runtime.async_runs import services as async_runs
         from .runtime.launches import services as launches
         from .runtime.left_processes import services as left_processes
+        from .runtime.mcp import services as mcp
 
         handlers.register()
         left_processes.register()
         async_runs.register()
         launches.register()
+        mcp.register()

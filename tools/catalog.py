@@ -1,7 +1,11 @@
 """The tool catalog: every tool the server knows, declared once.
 
-A tool name not in the catalog is a host tool: executed by an external host through the host
-tool port, risk ``execute``, default decision ``allow``, profile ``conservative_fallback``
+The core tools are declared here (``CORE_TOOLS``). The tools of the MCP servers Toolcore is a
+client of join the catalog as ``mcp__<server>__<tool>`` through a provider the runtime registers
+at start (``tool_provider_register``; this layer imports neither models nor the runtime).
+
+A tool name in neither is a host tool: executed by an external host through the host tool port,
+risk ``execute``, default decision ``allow``, profile ``conservative_fallback``
 (``delegated_reports`` for host tools declared as sub-agents).
 
 Argument errors name the field and say what is wrong without quoting the offending value, and
@@ -11,12 +15,13 @@ stay within ``REASON_MAX_BYTES``: they end up in ``supervision.reason`` and the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import regex
 from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.validators import validator_for
 
 from projections.units import cut_text
 
@@ -42,10 +47,19 @@ class ToolSpec:
     kind: str = "other"
     suspending: bool = False
     core: bool = True
+    # A host tool: run by an external host, its subject read from its arguments (``subject_of``).
+    host: bool = False
     # What a permission rule's pattern matches: "command", "path", or none (``subject_of``).
     subject: str | None = None
     # Checks the JSON schema cannot express, run once it passes; each raises ArgumentsInvalid.
     checks: tuple[Callable[[dict[str, Any]], None], ...] = ()
+    # What the tool says it does (an MCP server's description; empty for the core tools).
+    description: str = ""
+    # Offered only to this owner's conversations (an MCP server registered for one owner).
+    offered_to: int | None = None
+    # Why no call of it can run now (an MCP server disabled, a tool it does not list): the
+    # call settles failed in supervision with this reason.
+    refusal: str | None = None
 
     @property
     def replay_safe(self) -> bool:
@@ -56,13 +70,21 @@ class ToolSpec:
     def is_path_tool(self) -> bool:
         return self.subject == "path"
 
+    def refused_for(self, owner_id: Any) -> str | None:
+        """Why a call of this tool in a conversation of ``owner_id`` cannot run, or None."""
+        if self.refusal is not None:
+            return self.refusal
+        if self.offered_to is not None and self.offered_to != owner_id:
+            parts = mcp_tool_parts(self.name)
+            what = f"MCP server “{parts[0]}”" if parts else f"The tool {self.name}"
+            return f"{what} serves only its owner's conversations, not this one's."
+        return None
+
     def subject_is_command(self, arguments: Any) -> bool:
         """Whether the call's subject is a shell command: ``bash``, or a host tool whose
         arguments hold a string ``command``."""
         return self.subject == "command" or (
-            not self.core
-            and isinstance(arguments, dict)
-            and isinstance(arguments.get("command"), str)
+            self.host and isinstance(arguments, dict) and isinstance(arguments.get("command"), str)
         )
 
     def subject_of(self, arguments: Any, *, no_path: str | None = None) -> str | None:
@@ -79,9 +101,9 @@ class ToolSpec:
             return None
         if self.subject_is_command(arguments):
             value = arguments.get("command")
-        elif self.is_path_tool or not self.core:
+        elif self.is_path_tool or self.host:
             value = arguments.get("path")
-            if value is None and not self.core:
+            if value is None and self.host:
                 value = arguments.get("file_path")
             if value is None and self.is_path_tool:
                 value = no_path
@@ -245,11 +267,6 @@ CORE_TOOLS: dict[str, ToolSpec] = {
 }
 
 
-def catalog_tools() -> list[ToolSpec]:
-    """The tools the catalog lists to clients (an MCP client's ``tools/list``, docs/mcp.md)."""
-    return list(CORE_TOOLS.values())
-
-
 # The arguments ``ToolSpec.subject_of`` reads: a list that shows a call's subject reads only
 # these in the database, not the call's whole arguments.
 SUBJECT_ARGUMENTS = ("command", "path", "file_path")
@@ -260,11 +277,65 @@ SUBJECT_ARGUMENTS = ("command", "path", "file_path")
 _HOST_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
+# MCP tools are named as Claude Code's events name them: ``mcp__<server>__<tool>``. A server's
+# name never holds ``__`` and neither starts nor ends with ``_``, so the first ``__`` after the
+# server's name ends it; the tool's name is the rest. This pattern is the one place the naming
+# is read: ``mcp_tool_parts`` here, and the pages' script through their configuration.
+MCP_PREFIX = "mcp__"
+MCP_SERVER_NAME = r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*"
+MCP_TOOL_NAME = re.compile(rf"^mcp__({MCP_SERVER_NAME})__(.+)$", re.S)
+
+
+def mcp_tool_parts(name: str) -> tuple[str, str] | None:
+    """``(server, tool)`` of an ``mcp__<server>__<tool>`` name; None for any other name."""
+    match = MCP_TOOL_NAME.match(name) if name.startswith(MCP_PREFIX) else None
+    return None if match is None else (match.group(1), match.group(2))
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """The catalog name of the MCP server ``server``'s tool ``tool``."""
+    return f"{MCP_PREFIX}{server}__{tool}"
+
+
+@dataclass(frozen=True)
+class ToolProvider:
+    """Tools declared outside this module, registered by the runtime at start
+    (``tools/apps.py``): ``spec(name)`` answers the entry of a name under ``prefix`` (None: not
+    one of its tools, so a host tool), ``listing()`` the entries it publishes."""
+
+    prefix: str
+    spec: Callable[[str], ToolSpec | None]
+    listing: Callable[[], Iterable[ToolSpec]]
+
+
+_PROVIDERS: dict[str, ToolProvider] = {}
+
+
+def tool_provider_register(provider: ToolProvider) -> None:
+    """Consult ``provider`` for the names under its prefix (the last one registered wins)."""
+    _PROVIDERS[provider.prefix] = provider
+
+
+def catalog_tools() -> list[ToolSpec]:
+    """Every tool the catalog publishes: the core tools, then the providers' (the tools of the
+    enabled MCP servers)."""
+    specs = list(CORE_TOOLS.values())
+    for provider in _PROVIDERS.values():
+        specs.extend(provider.listing())
+    return specs
+
+
 def tool_spec(name: str, *, delegated: bool = False) -> ToolSpec:
-    """The catalog entry of ``name``; a name not in the catalog is a host tool."""
+    """The catalog entry of ``name``: a core tool, a provider's (an MCP server's tool), else a
+    host tool."""
     spec = CORE_TOOLS.get(name)
     if spec is not None:
         return spec
+    for prefix, provider in _PROVIDERS.items():
+        if name.startswith(prefix):
+            spec = provider.spec(name)
+            if spec is not None:
+                return spec
     return ToolSpec(
         name=name,
         schema=_HOST_SCHEMA,
@@ -273,6 +344,7 @@ def tool_spec(name: str, *, delegated: bool = False) -> ToolSpec:
         profile="delegated_reports" if delegated else "conservative_fallback",
         kind="other",
         core=False,
+        host=True,
         subject=None,
     )
 
@@ -285,10 +357,10 @@ def validate_arguments(spec: ToolSpec, arguments: Any) -> None:
     the tool refuses; its message is at most ``REASON_MAX_BYTES`` and never quotes a value."""
     validator = _VALIDATORS.get(spec.name)
     if validator is None or not spec.core:
-        # Formats are asserted (a run's id is a UUID), not only annotations.
-        validator = Draft202012Validator(
-            spec.schema, format_checker=Draft202012Validator.FORMAT_CHECKER
-        )
+        # Formats are asserted (a run's id is a UUID), not only annotations. An MCP server's
+        # schema may name its own draft (``$schema``); 2020-12 otherwise.
+        cls = validator_for(spec.schema, default=Draft202012Validator)
+        validator = cls(spec.schema, format_checker=cls.FORMAT_CHECKER)
         if spec.core:
             _VALIDATORS[spec.name] = validator
     errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(e.path), e.message))

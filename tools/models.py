@@ -1,4 +1,5 @@
-"""Permission rules, background shell commands and workbench launches."""
+"""Permission rules, background shell commands, workbench launches, and the MCP servers Toolcore
+is a client of."""
 
 from __future__ import annotations
 
@@ -167,3 +168,78 @@ class LeftProcess(models.Model):
 
     def __str__(self) -> str:
         return f"group {self.pgid} on {self.host} ({self.label})"
+
+
+class McpServer(models.Model):
+    """An MCP server Toolcore is a client of (docs/mcp.md): its tools join the catalog as
+    ``mcp__<name>__<tool>`` and the tool workers run them. Written by
+    ``tools/runtime/mcp/services.py`` only.
+
+    ``environment`` and ``headers`` map each name to its value sealed with a key derived from
+    ``SECRET_KEY`` (``tools/runtime/mcp/secrets.py``): names are shown, values never.
+    ``version`` grows with every change of the row or its tools: the processes' catalogs see a
+    change by it (``tools/runtime/mcp/specs.py``)."""
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (a command)"
+        HTTP = "http", "Streamable HTTP (a URL)"
+
+    name = models.CharField(
+        max_length=64,
+        unique=True,
+        help_text="Letters, digits, - and single _ ; part of the names of its tools.",
+    )
+    transport = models.CharField(max_length=8, choices=Transport.choices)
+    command = models.CharField(max_length=1024, blank=True, default="")
+    arguments = models.JSONField(default=list, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    url = models.CharField(max_length=2048, blank=True, default="")
+    headers = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    # Null: every owner's conversations; else only this owner's.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="mcp_servers",
+    )
+    version = models.PositiveBigIntegerField(default=0)
+    tools_listed_at = models.DateTimeField(null=True, blank=True)
+    # Why the last listing of its tools failed; empty after one that worked.
+    tools_error = models.CharField(max_length=1000, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(transport__in=["stdio", "http"]), name="mcp_server_transport_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"MCP server {self.name}"
+
+
+class McpTool(models.Model):
+    """One tool of an MCP server, as it last listed it (``tools/list``)."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True, default="")
+    input_schema = models.JSONField(default=dict)
+    annotations = models.JSONField(default=dict, blank=True)
+    refreshed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["server", "name"]
+        verbose_name = "MCP tool"
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="mcp_tool_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.name}/{self.name}"

@@ -26,6 +26,7 @@ from .common import (
     link_to_call,
     subject_columns,
     subject_text,
+    tool_label,
 )
 from .filters import ClaimExpiredFilter, ExecutionClaimExpiredFilter
 from .operations import CALL_OPERATIONS, cancel_and_report, release_claims, sweep
@@ -53,7 +54,7 @@ class ToolCallAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
     call_page_template = "admin/conversations/toolcall/call_page.html"
     list_display = (
         "short_id",
-        "tool_name",
+        "tool",
         "state",
         "subject",
         "conversation_link",
@@ -77,6 +78,10 @@ class ToolCallAdmin(RowColumnsMixin, ExactSearchMixin, ReadOnlyAdmin):
             .defer("arguments", "supervision", "interaction", "resolution", "resolved_interaction")
             .annotate(**subject_columns("arguments"))
         )
+
+    @admin.display(description="tool", ordering="tool_name")
+    def tool(self, obj: ToolCall) -> str:
+        return tool_label(obj.tool_name)
 
     @admin.display(description="command or path")
     def subject(self, obj: ToolCall) -> str:

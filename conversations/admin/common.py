@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from tools.catalog import SUBJECT_ARGUMENTS, tool_spec
+from tools.catalog import SUBJECT_ARGUMENTS, mcp_tool_parts, tool_spec
 
 from ..models import json_text
 from ..storage import absolute_from_data
@@ -73,6 +73,22 @@ def subject_text(tool_name: str, row: Any) -> str:
     """``call_subject``, cut, of a row annotated with ``subject_columns``."""
     arguments = {name: getattr(row, f"subject_{name}") for name in SUBJECT_ARGUMENTS}
     return cut(call_subject(tool_name, arguments))
+
+
+def tool_label(tool_name: Any) -> str:
+    """A call's tool as the admin shows it: an MCP server's tool by its own name with a small
+    "MCP · <server>" label (the name read by ``tools/catalog.py`` ``mcp_tool_parts``), any other
+    tool by its name."""
+    name = str(tool_name or "")
+    parts = mcp_tool_parts(name)
+    if parts is None:
+        return format_html("{}", name)
+    return format_html(
+        '<span title="{}">{}</span> <span class="tool-origin">MCP · {}</span>',
+        name,
+        parts[1],
+        parts[0],
+    )
 
 
 def short(value: Any) -> str:

@@ -139,7 +139,7 @@ def ready_unpicked(now: datetime) -> Section:
         lists=[("all ready calls", changelist_url(ToolCall, state__exact=S.READY))],
         since_label="ready since",
         rows=[
-            _call_row(call, now, "" if tool_spec(call.tool_name).core else "host tool")
+            _call_row(call, now, "host tool" if tool_spec(call.tool_name).host else "")
             for call in rows
         ],
         more=more,

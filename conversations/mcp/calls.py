@@ -116,7 +116,7 @@ async def call_tool(
 ) -> types.CallToolResult:
     """The SDK's ``tools/call`` handler: create the call, wait until it settles, answer it."""
     request = current.get()
-    if published_spec(params.name) is None:
+    if await on_database(published_spec)(params.name, request.session.user_id) is None:
         raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
     session = request.session
     message_id = message_id_of(session.pk, ctx.request_id)

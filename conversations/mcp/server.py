@@ -20,7 +20,8 @@ from django.conf import settings
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from .calls import call_tool
+from .calls import call_tool, on_database
+from .stream import current
 from .tools import tools_list
 
 INSTRUCTIONS = (
@@ -33,7 +34,7 @@ INSTRUCTIONS = (
 
 
 async def _list_tools(ctx: Any, params: Any) -> Any:
-    return tools_list()
+    return await on_database(tools_list)(current.get().session.user_id)
 
 
 SERVER: Server[Any] = Server(

@@ -60,13 +60,17 @@ _TEXTS: dict[str, tuple[str, str]] = {
 }
 
 
-def published(spec: ToolSpec) -> bool:
-    """Whether ``tools/list`` lists the tool and ``tools/call`` takes it."""
-    return not spec.suspending
+def published(spec: ToolSpec, owner_id: Any) -> bool:
+    """Whether ``tools/list`` lists the tool to ``owner_id``'s sessions and ``tools/call`` takes
+    it: not a suspending tool, nor a registered MCP server's tool that cannot serve the owner's
+    conversations (another owner's server, one disabled)."""
+    return not spec.suspending and spec.refused_for(owner_id) is None
 
 
-def published_spec(name: str) -> ToolSpec | None:
-    return next((s for s in catalog_tools() if s.name == name and published(s)), None)
+def published_spec(name: str, owner_id: Any) -> ToolSpec | None:
+    """The published tool ``name``; reads the database (the MCP servers' tools): call it off
+    the event loop."""
+    return next((s for s in catalog_tools() if s.name == name and published(s, owner_id)), None)
 
 
 def annotations_of(spec: ToolSpec, title: str) -> types.ToolAnnotations:
@@ -81,7 +85,7 @@ def annotations_of(spec: ToolSpec, title: str) -> types.ToolAnnotations:
 
 
 def mcp_tool(spec: ToolSpec) -> types.Tool:
-    title, description = _TEXTS.get(spec.name, (spec.name, None))
+    title, description = _TEXTS.get(spec.name, (spec.name, spec.description or None))
     schema: dict[str, Any] = dict(spec.schema)
     return types.Tool(
         name=spec.name,
@@ -92,6 +96,10 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
     )
 
 
-def tools_list() -> types.ListToolsResult:
-    """Every published tool of the catalog, in the catalog's order."""
-    return types.ListToolsResult(tools=[mcp_tool(s) for s in catalog_tools() if published(s)])
+def tools_list(owner_id: Any) -> types.ListToolsResult:
+    """Every tool of the catalog published to ``owner_id``, in the catalog's order: the core
+    tools, then the registered MCP servers' (``mcp__<server>__<tool>``). Reads the database:
+    call it off the event loop."""
+    return types.ListToolsResult(
+        tools=[mcp_tool(s) for s in catalog_tools() if published(s, owner_id)]
+    )

@@ -46,14 +46,20 @@ def _supervise(call: ToolCall) -> str | None:
     """Inside the caller's transaction: move the ``supervising`` ``call`` to ``ready`` or
     ``awaiting_approval``, or settle it.
 
-    Bad arguments settle ``failed`` (the message names the field), and so does a path that
-    cannot be resolved or a refused workspace (the message names the path); ``deny`` settles
-    ``denied``.
+    A tool the conversation cannot use settles ``failed`` (``ToolSpec.refused_for``: an MCP
+    server disabled or serving another owner); bad arguments settle ``failed`` (the message
+    names the field), and so does a path that cannot be resolved or a refused workspace (the
+    message names the path); ``deny`` settles ``denied``.
     For a command the user typed, ``ask`` counts as ``allow``. Returns the new state or outcome,
     or None when someone else moved the call first. A call made ready goes to its runner after
     the caller's commit (``call_made_ready``).
     """
     spec = tool_spec(call.tool_name)
+    # A tool this conversation cannot use (an MCP server disabled, another owner's, a tool it
+    # does not list): nothing to check the arguments against, nothing to decide.
+    refusal = spec.refused_for(call.conversation.owner_id)
+    if refusal is not None:
+        return _fail(call, refusal, None)
     try:
         validate_arguments(spec, call.arguments)
     except ArgumentsInvalid as exc:

@@ -276,8 +276,10 @@
 
     renderHead(state) {
       const name = state.toolName || (this.streamed && this.streamed.name) || "tool";
+      const mcp = T.mcpTool(name); // an MCP server's tool: its own name, and its server's
       T.append(clear(this.parts.head), [
-        h("h3", { class: "tool-name", id: `card-${this.n}-name` }, name),
+        h("h3", { class: "tool-name", id: `card-${this.n}-name`, title: mcp ? name : null }, mcp ? mcp.tool : name),
+        mcp ? h("span", { class: "tool-origin" }, `MCP · ${mcp.server}`) : null,
         badge(this.state ? state.status : "pending", state.startedAt, this.exit),
         state.title && state.title !== name ? h("span", { class: "card-title" }, state.title) : null,
       ]);

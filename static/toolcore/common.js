@@ -246,7 +246,23 @@
     };
   }
 
+  /*
+   * An MCP server's tool, `mcp__<server>__<tool>`: {server, tool}, else null. The pattern is the
+   * server's (tools/catalog.py MCP_TOOL_NAME, in the page's configuration): the naming is read
+   * in one place.
+   */
+  let mcpPattern;
+  function mcpTool(name) {
+    if (mcpPattern === undefined) {
+      const source = config().mcpToolName;
+      mcpPattern = source ? new RegExp(source, "s") : null;
+    }
+    const match = mcpPattern && typeof name === "string" ? mcpPattern.exec(name) : null;
+    return match ? { server: match[1], tool: match[2] } : null;
+  }
+
   Toolcore.config = config;
+  Toolcore.mcpTool = mcpTool;
   Toolcore.api = api;
   Toolcore.ApiError = ApiError;
   Toolcore.h = h;

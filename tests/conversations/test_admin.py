@@ -35,7 +35,8 @@ from conversations.services.mcp_sessions import mcp_session_open
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data
-from tools.models import AsyncRun, Launch, LeftProcess, PermissionRule
+from tools.models import AsyncRun, Launch, LeftProcess, McpServer, McpTool, PermissionRule
+from tools.runtime.mcp.services import mcp_server_save, mcp_tools_store
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import admin_url, sent_messages
@@ -197,7 +198,21 @@ def object_of(world: World, model) -> Any:
             capabilities={},
             protocol_version="2025-11-25",
         ),
+        McpServer: _mcp_server(),
+        McpTool: McpTool.objects.get(server=_mcp_server()),
     }[model]
+
+
+def _mcp_server() -> McpServer:
+    """An MCP server with one tool listed (as it would list it; no process started)."""
+    server = McpServer.objects.filter(name="notes").first()
+    if server is None:
+        server = mcp_server_save(
+            name="notes", transport="stdio", command="notes-server", environment={"KEY": "v"}
+        )
+        tool = {"name": "lookup", "description": "Looks up.", "inputSchema": {"type": "object"}}
+        mcp_tools_store(server_id=server.pk, tools=[tool])
+    return server
 
 
 REGISTERED = [
@@ -215,6 +230,8 @@ REGISTERED = [
     Launch,
     LeftProcess,
     McpSession,
+    McpServer,
+    McpTool,
 ]
 BIG_TABLES = [ConversationEvent, ToolCall, ToolActivity, Asset]
 
@@ -256,9 +273,11 @@ def test_changelist_and_change_page_load_for_staff(staff, world, model):
 
 
 @pytest.mark.parametrize("model", REGISTERED, ids=lambda m: m.__name__)
-def test_add_page_only_for_permission_rules(staff, world, model):
+def test_add_page_only_for_permission_rules_and_mcp_servers(staff, world, model):
+    """Configuration is added here (rules, the MCP servers Toolcore is a client of); call state
+    never is."""
     response = staff.get(admin_url(model, "add"))
-    assert response.status_code == (200 if model is PermissionRule else 403)
+    assert response.status_code == (200 if model in (PermissionRule, McpServer) else 403)
 
 
 @pytest.mark.parametrize("model", REGISTERED, ids=lambda m: m.__name__)

@@ -21,6 +21,7 @@ __all__ = [
     "AttemptFile",
     "CallContext",
     "Handler",
+    "HandlerFamily",
     "HandlerResult",
     "ToolError",
     "stopped_reason",
@@ -95,6 +96,17 @@ class HandlerResult:
 
 
 Handler = Callable[[CallContext], Awaitable[HandlerResult]]
+
+
+@dataclass(frozen=True)
+class HandlerFamily:
+    """Tools whose names are not known in advance, run by one handler: the tools of the MCP
+    servers (``mcp__<server>__<tool>``). ``claimable()`` answers the names under ``prefix`` a
+    worker may claim now (blocking; the worker calls it on a database thread, at each pickup)."""
+
+    prefix: str
+    claimable: Callable[[], Sequence[str]]
+    handler: Handler
 
 
 def stopped_reason(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ import atexit
 import logging
 import threading
 
-from .registry import HANDLERS
+from .registry import FAMILIES, HANDLERS
 from .worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class EmbeddedWorkers:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        workers = [Worker(handlers=HANDLERS) for _ in range(self.count)]
+        workers = [Worker(handlers=HANDLERS, families=FAMILIES) for _ in range(self.count)]
         self._started.set()
         await asyncio.gather(*(worker.run(self._stop) for worker in workers))
 

@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,7 +49,7 @@ from conversations.storage import attempt_dir, conversation_dir
 from tools.workspaces import owner_workspace_root
 
 from .async_runs.watch import RUN, watch_run
-from .base import CallContext, Handler, HandlerResult, ToolError, stopped_reason
+from .base import CallContext, Handler, HandlerFamily, HandlerResult, ToolError, stopped_reason
 from .launches.services import launches_waiting
 from .launches.watch import LAUNCH, launch_start
 from .left_processes.watch import kill_left
@@ -87,18 +87,20 @@ def _fold(call_id: Any, turn_id: Any, fields: dict[str, Any]) -> None:
 
 
 class Worker:
-    """Runs ready calls of the tools in ``handlers``; ``await worker.run(stop)`` until ``stop``
-    is set."""
+    """Runs ready calls of the tools in ``handlers``, and of the tools of ``families`` (the MCP
+    servers' tools: ``registry.FAMILIES``); ``await worker.run(stop)`` until ``stop`` is set."""
 
     def __init__(
         self,
         *,
         handlers: Mapping[str, Handler],
+        families: Sequence[HandlerFamily] = (),
         name: str | None = None,
         concurrency: int | None = None,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.handlers = dict(handlers)
+        self.families = tuple(families)
         self.name = name or worker_name()
         self.host = socket.gethostname()
         self.concurrency = concurrency or settings.TOOLCORE_WORKER_CONCURRENCY
@@ -118,7 +120,7 @@ class Worker:
 
     def wake(self, tool_name: str | None = None) -> None:
         """A call became ready (any thread): pick up at once."""
-        if self._loop is None or (tool_name is not None and tool_name not in self.handlers):
+        if self._loop is None or (tool_name is not None and self._handler(tool_name) is None):
             return
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             self._loop.call_soon_threadsafe(self._wake.set)
@@ -212,18 +214,28 @@ class Worker:
         free = self.concurrency - len(self._running)
         if free <= 0:
             return
-        claims = await self.db(
-            claim_acquire_batch,
-            tool_names=list(self.handlers),
-            worker=self.name,
-            limit=free,
-            announce=False,
-        )
+        claims = await self.db(self._claim, free)
         for claim in claims:
             key = str(claim.call_id)
             self._running[key] = asyncio.create_task(self._run(claim), name=f"call {key}")
         if len(claims) == free:
             self._wake.set()  # there may be more: look again once a slot frees
+
+    def _handler(self, tool_name: str) -> Handler | None:
+        """The handler of ``tool_name``: a core tool's, else its family's."""
+        handler = self.handlers.get(tool_name)
+        if handler is None:
+            family = next((f for f in self.families if tool_name.startswith(f.prefix)), None)
+            handler = None if family is None else family.handler
+        return handler
+
+    def _claim(self, limit: int) -> list[Claim]:
+        """On a database thread: claim up to ``limit`` ready calls of the core tools and of the
+        names the families may claim now."""
+        names = list(self.handlers)
+        for family in self.families:
+            names.extend(family.claimable())
+        return claim_acquire_batch(tool_names=names, worker=self.name, limit=limit, announce=False)
 
     def _listeners(self) -> list[tuple[str, Callable[[str], None]]]:
         return [
@@ -283,7 +295,7 @@ class Worker:
         settled = False
         try:
             taken = claim.taken
-            handler = self.handlers.get(taken.tool_name) if taken is not None else None
+            handler = self._handler(taken.tool_name) if taken is not None else None
             if taken is None or handler is None:
                 return  # not ours after all
             ctx = self._context(claim, taken, announce, settlement)

@@ -8,7 +8,7 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from tools.runtime.registry import HANDLERS
+from tools.runtime.registry import FAMILIES, HANDLERS
 from tools.runtime.worker import Worker
 
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        worker = Worker(handlers=HANDLERS, concurrency=concurrency, name=name)
+        worker = Worker(handlers=HANDLERS, families=FAMILIES, concurrency=concurrency, name=name)
         # Its start is the log line "worker started" (JSON with DEBUG off, as every line a
         # service writes), not text of its own on stdout.
         await worker.run(stop)

@@ -35,6 +35,7 @@ from projections.fold import ToolUpdateError, validate_tool_update
 from projections.tool_input import bound_tool_input
 from tools.catalog import CORE_TOOLS, tool_spec
 
+from ..images import IMAGE_TYPES, looks_like
 from .claim_tokens import host_claim_token, host_claim_token_issued
 
 logger = logging.getLogger(__name__)
@@ -46,14 +47,6 @@ FAILED_WITHOUT_TEXT = "The host reported a failure without a message."
 # tool.updated fields only the server sets: the claim wrote startedAt, settlement writes
 # finishedAt, and interaction mirrors what the call waits for (a person), never a host's.
 SERVER_FIELDS = ("interaction", "startedAt", "finishedAt")
-# Image media types a host may return, and the extension of their files (``_looks_like``
-# checks how their bytes begin).
-IMAGE_TYPES: dict[str, str] = {
-    "image/png": "png",
-    "image/jpeg": "jpg",
-    "image/gif": "gif",
-    "image/webp": "webp",
-}
 
 
 @dataclass(frozen=True)
@@ -80,10 +73,11 @@ def host_claim(
     of ``owner_id``'s conversations, or of every owner when it is None. Each claim's token is
     derived for ``holder`` (``claim_tokens.holder_name``).
 
-    Core catalog tools are the server's own workers' to run: naming one is refused
-    (``ValidationFailed`` on ``tools``) and nothing is claimed.
+    Core catalog tools, and the tools of the MCP servers Toolcore is a client of, are the
+    server's own workers' to run: naming one is refused (``ValidationFailed`` on ``tools``) and
+    nothing is claimed.
     """
-    core = sorted({name for name in tool_names if name in CORE_TOOLS})
+    core = sorted({name for name in tool_names if name in CORE_TOOLS or not tool_spec(name).host})
     if core:
         raise ValidationFailed(
             f"tools: {', '.join(core)} {'is' if len(core) == 1 else 'are'} run by the server's "
@@ -239,20 +233,9 @@ def _image_bytes(block: dict[str, Any], index: int) -> bytes:
             field=field,
         ) from None
     media_type = block["mediaType"]
-    if not data or not _looks_like(media_type, data):
+    if not data or not looks_like(media_type, data):
         raise ValidationFailed(f"{field}: the bytes are not a {media_type} image.", field=field)
     return data
-
-
-def _looks_like(media_type: str, data: bytes) -> bool:
-    """Whether ``data`` begins as an image of ``media_type`` does (its signature)."""
-    if media_type == "image/png":
-        return data.startswith(b"\x89PNG\r\n\x1a\n")
-    if media_type == "image/jpeg":
-        return data.startswith(b"\xff\xd8\xff")
-    if media_type == "image/gif":
-        return data.startswith((b"GIF87a", b"GIF89a"))
-    return data[:4] == b"RIFF" and data[8:12] == b"WEBP"
 
 
 def host_settle(

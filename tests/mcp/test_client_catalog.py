@@ -1,0 +1,150 @@
+"""The MCP servers' tools in the catalog and in supervision (docs/mcp.md): registered with
+``manage.py mcp_add`` against real servers from PyPI (``mcp-server-time``, ``mcp-server-git``),
+named ``mcp__<server>__<tool>`` with the server's schema, asked by default, their risk from the
+server's annotations; arguments checked, servers disabled or of another owner refused; secrets
+sealed, never shown."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from conversations.models import ToolCall
+from tests.conftest import client_for
+from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.tools.worker_helpers import response_of
+from tools.catalog import catalog_tools, mcp_tool_name, mcp_tool_parts, tool_spec
+from tools.models import McpServer, McpTool
+from tools.runtime.mcp.secrets import secret_open
+from tools.runtime.mcp.services import mcp_server_save
+
+from .client_helpers import BIN, add_server, git_repository, mcp_clean  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("mcp_clean")]
+
+TIME = [str(BIN / "mcp-server-time"), "--local-timezone", "UTC"]
+
+
+def _post(user, tool: str, arguments: dict):
+    conversation = new_conversation(user)
+    turn_id = open_turn(conversation)
+    (call_id,) = assistant_calls(conversation, turn_id, (tool, arguments)).call_ids
+    return call_id
+
+
+def _state(call_id) -> str:
+    call = ToolCall.objects.filter(pk=call_id).first()
+    return call.state if call else response_of(call_id)["outcome"]
+
+
+def test_names_are_read_in_one_place():
+    assert mcp_tool_parts("mcp__time__get_current_time") == ("time", "get_current_time")
+    assert mcp_tool_parts("mcp__my_srv__a__b") == ("my_srv", "a__b")
+    assert mcp_tool_parts("mcp__git-2___x") == ("git-2", "_x")
+    for name in ("bash", "mcp__", "mcp____x", "mcp___a__x", "mcp__a_", "mcp__a"):
+        assert mcp_tool_parts(name) is None, name
+    assert mcp_tool_name("time", "convert_time") == "mcp__time__convert_time"
+
+
+def test_mcp_add_lists_the_time_servers_tools_into_the_catalog(capsys):
+    call_command("mcp_add", "time", "--", *TIME)
+    out = capsys.readouterr().out
+    assert "mcp__time__get_current_time" in out and "mcp__time__convert_time" in out
+    spec = tool_spec("mcp__time__get_current_time")
+    assert spec.schema["required"] == ["timezone"]
+    assert spec.risk == "read" and spec.replay_safe  # readOnlyHint: true
+    assert spec.default_decision == "ask" and spec.profile == "conservative_fallback"
+    assert not spec.core and not spec.host and spec.subject_of({"path": "x"}) is None
+    assert "mcp__time__convert_time" in {s.name for s in catalog_tools()}
+    assert McpServer.objects.get(name="time").tools_listed_at is not None
+
+
+def test_git_tools_without_read_only_hint_count_as_execute(tmp_path):
+    repository = git_repository(tmp_path / "repo")
+    add_server("git", str(BIN / "mcp-server-git"), "--repository", str(repository))
+    assert tool_spec("mcp__git__git_status").risk == "read"
+    commit = tool_spec("mcp__git__git_commit")
+    assert commit.risk == "execute" and not commit.replay_safe  # never replayed
+    assert McpTool.objects.filter(server__name="git").count() >= 10
+
+
+def test_a_call_is_asked_and_bad_arguments_are_refused_in_supervision(user):
+    add_server("time", *TIME)
+    asked = _post(user, "mcp__time__get_current_time", {"timezone": "Europe/Paris"})
+    call = ToolCall.objects.get(pk=asked)
+    assert call.state == "awaiting_approval"
+    assert "mcp__time__get_current_time" in call.interaction["request"]["reason"]
+    refused = _post(user, "mcp__time__get_current_time", {"timezone": 5})
+    payload = response_of(refused)
+    assert payload["outcome"] == "failed"
+    assert (
+        payload["supervision"]["reason"] == "Invalid argument 'timezone': must be of type string."
+    )
+    missing = _post(user, "mcp__time__get_current_time", {})
+    assert response_of(missing)["supervision"]["reason"] == "Missing required argument 'timezone'."
+
+
+def test_servers_that_cannot_serve_the_conversation_settle_failed(user, other_user):
+    add_server("time", *TIME)
+    add_server("mine", *TIME, owner=other_user)
+    server = McpServer.objects.get(name="time")
+    unknown = _post(user, "mcp__time__nope", {})
+    assert "MCP server “time” has no tool “nope”" in response_of(unknown)["supervision"]["reason"]
+    others = _post(user, "mcp__mine__get_current_time", {"timezone": "UTC"})
+    assert response_of(others)["supervision"]["reason"] == (
+        "MCP server “mine” serves only its owner's conversations, not this one's."
+    )
+    mcp_server_save(name="time", transport="stdio", command=TIME[0], enabled=False, server=server)
+    disabled = _post(user, "mcp__time__get_current_time", {"timezone": "UTC"})
+    assert response_of(disabled)["supervision"]["reason"] == "MCP server “time” is disabled."
+    # The owner's own conversations use it.
+    assert _state(_post(other_user, "mcp__mine__get_current_time", {"timezone": "UTC"})) == (
+        "awaiting_approval"
+    )
+
+
+def test_a_name_of_no_registered_server_stays_a_host_tool(user):
+    call_id = _post(user, "mcp__notes__lookup", {"q": 1})
+    spec = tool_spec("mcp__notes__lookup")
+    assert spec.host and spec.default_decision == "allow"
+    assert _state(call_id) == "ready"
+
+
+def test_secrets_are_sealed_and_never_shown(admin_client):
+    call_command(
+        "mcp_add",
+        "time",
+        "--env",
+        "API_KEY=hunter2-value",
+        "--",
+        *TIME,
+    )
+    server = McpServer.objects.get(name="time")
+    assert "hunter2-value" not in str(server.environment)
+    assert secret_open(server.environment["API_KEY"]) == "hunter2-value"
+    page = admin_client.get(f"/admin/tools/mcpserver/{server.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "API_KEY" in text and "hunter2-value" not in text
+    assert server.environment["API_KEY"] not in text  # nor its sealed form
+
+
+def test_mcp_add_refuses_bad_input_with_a_message():
+    with pytest.raises(CommandError, match="either -- COMMAND"):
+        call_command("mcp_add", "x")
+    with pytest.raises(CommandError, match="single '_'"):
+        call_command("mcp_add", "a__b", "--", "true")
+    with pytest.raises(CommandError, match="could not list its tools: FileNotFoundError"):
+        call_command("mcp_add", "gone", "--", "/nonexistent/server")
+    assert McpServer.objects.get(name="gone").tools_error.startswith("MCP server “gone”")
+
+
+def test_the_host_port_leaves_registered_servers_tools_to_the_workers(user):
+    add_server("time", *TIME)
+    host = client_for(user, scopes=["host"])
+    refused = host.post_json(
+        "/api/v1/host/claims", {"tools": ["mcp__time__get_current_time"], "worker": "h"}
+    )
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "tools"
+    allowed = host.post_json("/api/v1/host/claims", {"tools": ["mcp__notes__x"], "worker": "h"})
+    assert allowed.status_code == 200 and allowed.json() == {"claims": []}
