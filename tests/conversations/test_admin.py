@@ -33,7 +33,8 @@ from conversations.services.exits import command_exit_record
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data
-from tools.models import AsyncRun, Launch, LeftProcess, PermissionRule
+from tools.models import AsyncRun, Launch, LeftProcess, PermissionRule, WorkerHeartbeat
+from tools.runtime.presence import worker_heartbeat
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import admin_url, sent_messages
@@ -187,7 +188,13 @@ def object_of(world: World, model) -> Any:
         LeftProcess: LeftProcess.objects.get_or_create(
             host="host-b", pgid=4242, process_start=123456, label=f"call {world.running_id}"
         )[0],
+        WorkerHeartbeat: _worker("host-b:42:abcdef", "host-b"),
     }[model]
+
+
+def _worker(name: str, host: str) -> WorkerHeartbeat:
+    worker_heartbeat(name=name, host=host)
+    return WorkerHeartbeat.objects.get(name=name)
 
 
 REGISTERED = [
@@ -204,6 +211,7 @@ REGISTERED = [
     AsyncRun,
     Launch,
     LeftProcess,
+    WorkerHeartbeat,
 ]
 BIG_TABLES = [ConversationEvent, ToolCall, ToolActivity, Asset]
 
