@@ -12,14 +12,18 @@ real ``SECRET_KEY`` and a non-empty ``ALLOWED_HOSTS`` are required.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import socket
 from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
 import dj_database_url
+
+from config.metrics_files import metrics_files_prepare
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -87,6 +91,40 @@ TOOLCORE_WORKSPACE_ROOT = Path(
     os.environ.get("TOOLCORE_WORKSPACE_ROOT", BASE_DIR / "workspaces")
 ).resolve()
 
+# The name of this machine in what workers record (process groups, heartbeats) and in the
+# default metrics folder: two hosts must not share one (docs/deployment.md).
+TOOLCORE_HOST_NAME = os.environ.get("TOOLCORE_HOST_NAME", "").strip() or socket.gethostname()
+if len(TOOLCORE_HOST_NAME) > 255 or "/" in TOOLCORE_HOST_NAME:
+    _refuse("TOOLCORE_HOST_NAME", "must be at most 255 characters, without '/'")
+
+# --- Metrics (docs/deployment.md, "Metrics") --------------------------------------------------
+# Every process of a host records into this folder (prometheus_client's multiprocess mode,
+# config/metrics_files.py); /metrics adds them up. Local to the host: on a shared DATA_DIR the
+# default names a folder per host.
+TOOLCORE_METRICS_DIR = Path(
+    os.environ.get("TOOLCORE_METRICS_DIR", "").strip() or DATA_DIR / "metrics" / TOOLCORE_HOST_NAME
+).resolve()
+try:
+    # Now, before anything imports prometheus_client: it picks its mode when imported.
+    metrics_files_prepare(TOOLCORE_METRICS_DIR)
+except OSError as exc:
+    _refuse("TOOLCORE_METRICS_DIR", f"cannot use {TOOLCORE_METRICS_DIR}: {exc.strerror or exc}")
+# Who may read /metrics: a client from one of these networks, or one sending this bearer token.
+TOOLCORE_METRICS_TOKEN = os.environ.get("TOOLCORE_METRICS_TOKEN", "").strip()
+METRICS_TOKEN_MIN_LENGTH = 16
+if TOOLCORE_METRICS_TOKEN and len(TOOLCORE_METRICS_TOKEN) < METRICS_TOKEN_MIN_LENGTH:
+    _refuse("TOOLCORE_METRICS_TOKEN", f"must be {METRICS_TOKEN_MIN_LENGTH}+ characters")
+_metrics_allow = _env_list("TOOLCORE_METRICS_ALLOW", ["127.0.0.0/8", "::1/128"])
+try:
+    # "none": no address is enough, only the token.
+    TOOLCORE_METRICS_ALLOW = [
+        ipaddress.ip_network(network, strict=False)
+        for network in _metrics_allow
+        if network.lower() != "none"
+    ]
+except ValueError as exc:
+    _refuse("TOOLCORE_METRICS_ALLOW", f"must list networks like 10.0.0.0/8 or ::1 ({exc})")
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -104,8 +142,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: /healthz answers before anything validates the Host header.
+    # First: every answer counted by its status class (/metrics).
+    "conversations.api.middleware.AnswerCountMiddleware",
+    # Then /healthz and /metrics answer before anything validates the Host header (a probe or a
+    # scraper asks by address); /metrics checks its own access (TOOLCORE_METRICS_*).
     "conversations.api.health.HealthzMiddleware",
+    "config.metrics.MetricsMiddleware",
     # Then a Host not in ALLOWED_HOSTS: one warning and a 400 (JSON for the API and /readyz).
     "conversations.api.hosts.AllowedHostMiddleware",
     "conversations.api.middleware.ApiErrorMiddleware",

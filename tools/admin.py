@@ -1,7 +1,7 @@
-"""The tools app's admin (docs/admin.md): permission rules (where global rules are made) here;
-async runs, launches, the process groups dead workers left and the MCP servers in the runtime's
-features, whose
-admins are imported below so that Django's autodiscovery, which imports this module, finds them.
+"""The tools app's admin (docs/admin.md): permission rules (where global rules are made) and the
+workers' heartbeats here; async runs, launches, the process groups dead workers left and the MCP
+servers in the runtime's features, whose admins are imported below so that Django's
+autodiscovery, which imports this module, finds them.
 
 Every admin of the app shares the support admin's ways (``conversations.admin.SupportAdmin``):
 times with seconds and zone, no count of the whole table.
@@ -18,9 +18,9 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from conversations.admin import ExactSearchMixin, SupportAdmin, link
+from conversations.admin import ExactSearchMixin, ReadOnlyAdmin, SupportAdmin, link
 
-from .models import PermissionRule
+from .models import PermissionRule, WorkerHeartbeat
 from .runtime.async_runs import admin as async_runs_admin  # noqa: F401 - registers its models
 from .runtime.launches import admin as launches_admin  # noqa: F401 - registers its models
 from .runtime.left_processes import admin as left_processes_admin  # noqa: F401 - the same
@@ -93,3 +93,15 @@ class PermissionRuleAdmin(ExactSearchMixin, SupportAdmin):
             obj.created_by = request.user
             obj.source = PermissionRule.Source.ADMIN
         super().save_model(request, obj, form, change)
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(ReadOnlyAdmin):
+    """The tool workers that said they were alive within the last day (a row a worker, renewed
+    every third of the lease; ``tools/runtime/presence.py``), by host."""
+
+    list_display = ("name", "host", "started_at", "heartbeat_at")
+    list_filter = ("host",)
+    search_fields = ("name", "host")
+    fields = list_display
+    readonly_fields = fields

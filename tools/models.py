@@ -1,5 +1,5 @@
-"""Permission rules, background shell commands, workbench launches, and the MCP servers Toolcore
-is a client of."""
+"""Permission rules, background shell commands, workbench launches, the workers alive, and the
+MCP servers Toolcore is a client of."""
 
 from __future__ import annotations
 
@@ -243,3 +243,22 @@ class McpTool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server.name}/{self.name}"
+
+
+class WorkerHeartbeat(models.Model):
+    """A tool worker while it runs (``tools/runtime/presence.py``): its host and the last time
+    it said it was alive, every third of the lease, by the database's clock. A worker stopped in
+    order deletes its row; a dead one's stays, its heartbeat ageing, and goes a day later.
+    ``/metrics`` counts the live ones per host (``toolcore_workers_alive``)."""
+
+    name = models.CharField(max_length=255, primary_key=True)
+    host = models.CharField(max_length=255)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["host", "name"]
+        verbose_name = "worker"
+
+    def __str__(self) -> str:
+        return self.name

@@ -24,6 +24,7 @@ from django.http import HttpRequest, HttpResponse
 
 from projections.units import cut_text
 
+from .. import metrics
 from ..errors import error_body
 from .outages import API_PREFIX, is_outage, unavailable_response
 from .responses import json_response
@@ -155,4 +156,13 @@ class ApiErrorMiddleware(SyncAndAsyncMiddleware):
         logger.exception("unhandled error on %s", request.path)
         response = json_response(error_body("internal_error", "Internal server error."), 500)
         response._has_been_logged = True  # type: ignore[attr-defined]  # logged just above
+        return response
+
+
+class AnswerCountMiddleware(SyncAndAsyncMiddleware):
+    """Every HTTP answer counted by its status class (``toolcore_http_responses_total``): first
+    in ``MIDDLEWARE``, so it sees the answer as sent, ``/healthz``, refusals and 503s included."""
+
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        metrics.HTTP_RESPONSES.labels(metrics.status_class(response.status_code)).inc()
         return response

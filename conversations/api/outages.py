@@ -20,6 +20,7 @@ import redis.exceptions
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
+from .. import metrics
 from ..errors import error_body
 from .responses import json_response
 
@@ -54,6 +55,16 @@ def is_outage(exc: BaseException | None) -> bool:
     return isinstance(exc, OUTAGES)
 
 
+def outage_noted(exc: BaseException | None, where: str) -> bool:
+    """Count ``exc`` in ``toolcore_outages_total`` (kind ``database`` or ``channel_layer``,
+    caught ``where``: ``http``, ``websocket``, ``worker``) when it is an outage; whether it was."""
+    if not is_outage(exc):
+        return False
+    kind = "channel_layer" if isinstance(exc, CHANNEL_LAYER_AWAY) else "database"
+    metrics.outage_counted(kind, where)
+    return True
+
+
 def unavailable_message(exc: BaseException) -> str:
     return LAYER_UNAVAILABLE if isinstance(exc, CHANNEL_LAYER_AWAY) else DATABASE_UNAVAILABLE
 
@@ -63,6 +74,7 @@ def unavailable_response(request: HttpRequest | None, exc: BaseException) -> Htt
     pages, the admin). Logged here, once, without a traceback: the cause is outside the code."""
     path = getattr(request, "path", "") or ""
     logger.error("%s on %s: %s", "unavailable", path or "-", exc)
+    outage_noted(exc, "http")
     message = unavailable_message(exc)
     if path.startswith(API_PREFIX) or request is None:
         response = json_response(error_body(UNAVAILABLE_CODE, message), 503)
@@ -75,6 +87,7 @@ def unavailable_response(request: HttpRequest | None, exc: BaseException) -> Htt
 
 def unavailable_frame(exc: BaseException, **extra: object) -> dict[str, object]:
     """The websocket ``error`` frame of an outage: the client may send its frame again."""
+    outage_noted(exc, "websocket")
     frame: dict[str, object] = {
         "type": "error",
         "code": UNAVAILABLE_CODE,

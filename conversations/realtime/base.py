@@ -10,7 +10,8 @@ from typing import Any
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from ..api.outages import OUTAGES
+from .. import metrics
+from ..api.outages import OUTAGES, outage_noted
 from ..fields import dumps
 from .ws_auth import credential_watch
 
@@ -44,7 +45,13 @@ class ReleasedConsumer(AsyncWebsocketConsumer):
     ``application_close_timeout`` (10 s) after its socket closed — under load, one whose handler
     waited that long for the busy database thread, so its ``websocket.disconnect`` never ran —
     and without this its ticker, its entry in the credential watch and its group memberships
-    lived on for a dead socket (found by tests/load/)."""
+    lived on for a dead socket (found by tests/load/).
+
+    It also counts itself in ``toolcore_websockets`` (by ``endpoint``) from its ``accept`` until
+    it is released, once however often ``release`` runs."""
+
+    endpoint = "other"  # the label of this socket's endpoint in toolcore_websockets
+    _counted = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -63,7 +70,8 @@ class ReleasedConsumer(AsyncWebsocketConsumer):
         if discard is not None and name:
             try:
                 await discard(name)
-            except Exception:  # noqa: BLE001 - Redis away: its reconnect forgets it anyway
+            except Exception as exc:  # noqa: BLE001 - Redis away: its reconnect forgets it anyway
+                outage_noted(exc, "websocket")
                 logger.warning("could not give up channel %s", name, exc_info=True)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -75,12 +83,21 @@ class ReleasedConsumer(AsyncWebsocketConsumer):
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        await super().accept(subprotocol, headers)
+        if not self._counted:
+            self._counted = True
+            metrics.WEBSOCKETS.labels(self.endpoint).inc()
+
     async def disconnect(self, code: int) -> None:
         await self.release()
 
     async def release(self) -> None:
         """Give back what the socket holds; idempotent (it may run twice)."""
         credential_watch().discard(self)
+        if self._counted:
+            self._counted = False
+            metrics.WEBSOCKETS.labels(self.endpoint).dec()
 
     async def refuse(self) -> None:
         """Close a socket without valid credentials: 4401; or, when its failed token's address
@@ -100,4 +117,5 @@ async def group_discard(layer: Any, group: str, channel: str) -> None:
     try:
         await layer.group_discard(group, channel)
     except OUTAGES as exc:
+        outage_noted(exc, "websocket")
         logger.warning("could not leave %s: %s", group, exc)

@@ -31,7 +31,7 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from .. import selectors
-from ..api.outages import OUTAGES, RETRY_AFTER_SECONDS, unavailable_frame
+from ..api.outages import OUTAGES, RETRY_AFTER_SECONDS, outage_noted, unavailable_frame
 from ..api.schemas.conversations import ApprovalIn, InputIn, ResolutionIn
 from ..bodies import field_of, strict_loads
 from ..detached import socket_database
@@ -72,6 +72,8 @@ _RESOLUTION = TypeAdapter(ResolutionIn)
 
 class ConversationConsumer(ReleasedConsumer):
     """``/ws/conversations/`` (docs/realtime.md)."""
+
+    endpoint = "conversations"
 
     @property
     def channel_layer_alias(self) -> str:  # type: ignore[override]
@@ -466,6 +468,7 @@ class ConversationConsumer(ReleasedConsumer):
                 try:
                     await self._route(item)
                 except OUTAGES as exc:
+                    outage_noted(exc, "websocket")
                     # A gap could not be filled from the database now: the ticker tries again.
                     logger.warning("websocket event put off: %s", exc)
                     sub = self.subs.get(item.get("conversationId"))
@@ -502,6 +505,7 @@ class ConversationConsumer(ReleasedConsumer):
                         await self._duties(head_every)
                         outage = False
                     except OUTAGES as exc:
+                        outage_noted(exc, "websocket")
                         logger.warning("websocket duties put off: %s", exc)
                         outage = True
                 if outage:  # not a busy loop against a database that is away

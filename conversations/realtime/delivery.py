@@ -23,6 +23,7 @@ from projections.frames import REPLAY_BUDGET_BYTES, REPLAY_MAX_EVENTS
 from projections.json_cost import json_cost
 from projections.tool_output import TOOL_OUTPUT_MAX_BYTES
 
+from .. import metrics
 from .base import frame_text
 
 # Backpressure (bytes the server holds for a socket that has not taken them yet).
@@ -64,6 +65,7 @@ class Held:
             merged = merge(held[0], frame) if merge is not None else frame
             if merged is None:  # cannot merge: the older one is dropped (a gap in ``rev``)
                 self.dropped += 1
+                metrics.live_dropped("slow_socket")
                 merged = frame
             frame = merged
         size = len(frame_text(frame).encode("utf-8"))
@@ -73,6 +75,7 @@ class Held:
             _, (_, old_size) = self.items.popitem(last=False)
             self.bytes -= old_size
             self.dropped += 1
+            metrics.live_dropped("slow_socket")
 
     def take(self) -> list[dict[str, Any]]:
         frames = [frame for frame, _ in self.items.values()]

@@ -41,7 +41,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from ..api.auth import bearer_token, token_authenticate
-from ..api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
+from ..api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, outage_noted
 from ..api.throttle import scope_address, token_failure, token_lockout_text
 from ..detached import socket_database
 from ..models import ApiToken
@@ -135,6 +135,7 @@ class _Authenticate:
         try:
             scope["user"], scope["auth"] = await _authenticate(scope)
         except OUTAGES as exc:
+            outage_noted(exc, "websocket")
             logger.warning("websocket handshake put off: %s", exc)
             return await _try_again_later(receive, send)
         return await self.app(scope, receive, send)

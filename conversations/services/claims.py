@@ -11,11 +11,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.db import transaction
 
+from .. import metrics
 from ..errors import StaleClaim
 from ..models import ExecutionClaim, ToolCall
 from ..sql import vendor_sql
@@ -58,6 +61,7 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
     """Claim a ``ready`` call the caller's transaction holds locked: ``running``,
     ``generation + 1``, a new token and a lease."""
     generation = call.generation + 1
+    ready_at = call.updated_at  # before the move: when it became ready
     claim = ExecutionClaim(
         call=call,
         token=uuid.uuid4(),
@@ -71,7 +75,16 @@ def _claim_locked(call: ToolCall, worker: str, now: datetime) -> Claim | None:
     moved = call_transition(
         call, S.RUNNING, claim=claim, locked=True, generation=generation, updated_at=now
     )
-    return Claim(call.pk, claim.token, generation, claim.expires_at) if moved else None
+    if not moved:
+        return None
+    _pickups_counted([(call.tool_name, ready_at, now)])
+    return Claim(call.pk, claim.token, generation, claim.expires_at)
+
+
+def _pickups_counted(picked: list[tuple[str, Any, datetime]]) -> None:
+    """``toolcore_pickup_seconds`` of claims taken in this transaction, once it committed."""
+    if picked:
+        transaction.on_commit(partial(metrics.pickups_observed, picked))
 
 
 def claim_acquire(*, call_id: UUID | str, worker: str) -> Claim | None:
@@ -120,6 +133,9 @@ def claim_acquire_batch(
         )
         if token_for is not None and claimed:
             claimed = _tokens_replaced(claimed, token_for)
+        _pickups_counted(
+            [(row.tool_name, row.ready_at, row.expires_at - lease()) for row in claimed]
+        )
         claims = [
             Claim(
                 row.call_id,

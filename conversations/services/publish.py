@@ -50,6 +50,8 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
+from .. import metrics
+
 logger = logging.getLogger(__name__)
 
 Message = tuple[str, dict[str, Any]]
@@ -120,6 +122,10 @@ async def send_all(layer: Any, messages: list[Message]) -> None:
                 await target.group_send(group, message)
             except Exception as exc:  # noqa: BLE001 - publishing is best effort
                 logger.warning("publish to %s failed (%s): %r", group, message.get("type"), exc)
+                metrics.outage_counted("channel_layer", "publish")
+                metrics.live_dropped("send_failed", len(unpack(message)))
+            else:
+                metrics.live_published(m.get("type", "") for m in unpack(message))
 
     await asyncio.gather(*(one_group(g, items) for g, items in by_group.items()))
 
@@ -160,7 +166,7 @@ class Publisher:
         wake = None
         with self._lock:
             if len(self._batches) >= PUBLISH_QUEUE_BATCHES:
-                self._batches.popleft()
+                metrics.live_dropped("queue_full", len(self._batches.popleft()))
                 self._pending -= 1
                 self.dropped += 1
                 if self.dropped % 1000 == 1:

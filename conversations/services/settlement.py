@@ -16,11 +16,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from projections.model import model_content
@@ -28,6 +29,7 @@ from projections.tool_input import bound_tool_input
 from projections.transcript import output_tail, project_transcript
 from tools.catalog import ToolSpec, tool_spec
 
+from .. import metrics
 from ..errors import NotFound, StaleClaim
 from ..fields import dumps
 from ..models import ConversationEvent, ToolCall, Turn
@@ -445,6 +447,15 @@ def _commit(
         # An MCP turn ends with its last unfinished call. The event's append locked the
         # conversation, so no MCP call joins the turn meanwhile (``mcp_call_post`` locks it too).
         turn_close(conversation_id=call.conversation_id, turn_id=call.turn_id, reason="completed")
+    # Counted once it committed: a settlement rolled back (with an outer transaction) never ran.
+    transaction.on_commit(
+        partial(
+            metrics.settlement_counted,
+            outcome=payload["outcome"],
+            tool_name=call.tool_name,
+            created_at=call.created_at,
+        )
+    )
     return event
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -94,6 +95,7 @@ class SettlingCall:
     resolved_by_name: str | None
     activity_rev: int | None
     activity_state: dict[str, Any] | None
+    created_at: datetime  # for toolcore_settle_seconds (conversations/metrics.py)
 
 
 class SettlingRow(NamedTuple):
@@ -126,6 +128,7 @@ class SettlingRow(NamedTuple):
     activity_rev: int | None
     activity_state: Any  # the activity's small state (``state_json``)
     activity_payload: Any  # and its large part (``payload_json``)
+    created_at: Any  # a datetime (naive UTC from SQLite)
 
 
 _USER = get_user_model()
@@ -158,6 +161,7 @@ SETTLING_COLUMNS = {
     "activity_rev": "a.rev",
     "activity_state": "a.state_json",
     "activity_payload": "a.payload_json",
+    "created_at": "c.created_at",
 }
 SETTLING_CALL_SQL = (
     f"SELECT {', '.join(SETTLING_COLUMNS[name] for name in SettlingRow._fields)} "
@@ -211,6 +215,7 @@ def settling_call_load(call_id: Any) -> SettlingCall | None:
             if r.activity_rev is None
             else {**json_column(r.activity_state), **json_column(r.activity_payload)}
         ),
+        created_at=r.created_at,
     )
 
 

@@ -62,6 +62,9 @@ class ClaimedRow(NamedTuple):
     arguments: str  # JSON text
     owner_id: int
     workspace: str
+    # When it became ready (its row's last change before the claim; naive UTC from SQLite):
+    # toolcore_pickup_seconds (conversations/metrics.py).
+    ready_at: datetime
 
 
 class VendorSQL(Protocol):

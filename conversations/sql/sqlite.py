@@ -225,11 +225,13 @@ class _Ready(NamedTuple):
     arguments: str
     owner_id: int
     workspace: str
+    updated_at: Any
 
 
 _PICK = (
     f"SELECT c.id, c.generation, c.conversation_id, c.turn_id, c.tool_name, c.arguments, "
-    f"v.owner_id, v.workspace FROM {CALLS} c JOIN {CONVERSATIONS} v ON v.id = c.conversation_id "
+    f"v.owner_id, v.workspace, c.updated_at "
+    f"FROM {CALLS} c JOIN {CONVERSATIONS} v ON v.id = c.conversation_id "
     f"WHERE c.state = 'ready' AND c.tool_name IN ({{tools}}) {{owner}}ORDER BY c.created_at "
     f"LIMIT %s"
 )
@@ -282,6 +284,7 @@ def claim_ready(
                     arguments=ready.arguments,
                     owner_id=ready.owner_id,
                     workspace=ready.workspace,
+                    ready_at=ready.updated_at,
                 )
             )
     return claimed

@@ -147,3 +147,59 @@ def test_the_lockout_settings_and_where_failed_tokens_are_counted(tmp_path, env,
     result = _settings(tmp_path, probe=THROTTLE_PROBE, **base, **env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == printed
+
+
+METRICS_PROBE = (
+    "import django, os; django.setup(); from django.conf import settings as s; "
+    "print(s.TOOLCORE_HOST_NAME, s.TOOLCORE_METRICS_DIR, os.environ['PROMETHEUS_MULTIPROC_DIR'], "
+    "[str(n) for n in s.TOOLCORE_METRICS_ALLOW])"
+)
+
+
+def _metrics_settings(tmp_path, **env):
+    """A process's settings with the metrics variables of ``env`` only (an empty
+    ``TOOLCORE_METRICS_DIR`` is the default: not the suite's folder)."""
+    return _settings(tmp_path, METRICS_PROBE, **{"DEBUG": "1", "TOOLCORE_METRICS_DIR": "", **env})
+
+
+def test_the_metrics_folder_is_per_host_under_data_dir_and_set_before_prometheus_loads(tmp_path):
+    result = _metrics_settings(tmp_path, TOOLCORE_HOST_NAME="web-1")
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / "metrics" / "web-1"
+    assert result.stdout.split() == [
+        "web-1",
+        str(folder),
+        str(folder),
+        "['127.0.0.0/8',",
+        "'::1/128']",
+    ]
+    assert folder.is_dir()
+
+
+def test_the_metrics_settings_are_read(tmp_path):
+    folder = tmp_path / "elsewhere"
+    result = _metrics_settings(
+        tmp_path,
+        TOOLCORE_METRICS_DIR=str(folder),
+        TOOLCORE_METRICS_ALLOW="10.1.2.3, 192.168.0.0/16",
+    )
+    assert result.returncode == 0, result.stderr
+    assert f" {folder} {folder} ['10.1.2.3/32', '192.168.0.0/16']" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            {"TOOLCORE_METRICS_ALLOW": "10.0.0.0/8,not-a-network"},
+            "TOOLCORE_METRICS_ALLOW: must list",
+        ),
+        ({"TOOLCORE_METRICS_TOKEN": "short"}, "TOOLCORE_METRICS_TOKEN: must be 16+ characters"),
+        ({"TOOLCORE_HOST_NAME": "a/b"}, "TOOLCORE_HOST_NAME: must be at most 255 characters"),
+        ({"TOOLCORE_METRICS_DIR": "/proc/toolcore-metrics"}, "TOOLCORE_METRICS_DIR: cannot use"),
+    ],
+)
+def test_metrics_settings_that_cannot_be_used_stop_the_process(tmp_path, env, line):
+    result = _metrics_settings(tmp_path, **env)
+    assert result.returncode == 1
+    assert result.stderr.startswith(line) and "Traceback" not in result.stderr

@@ -35,8 +35,17 @@ from conversations.services.mcp_sessions import mcp_session_open
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data
-from tools.models import AsyncRun, Launch, LeftProcess, McpServer, McpTool, PermissionRule
+from tools.models import (
+    AsyncRun,
+    Launch,
+    LeftProcess,
+    McpServer,
+    McpTool,
+    PermissionRule,
+    WorkerHeartbeat,
+)
 from tools.runtime.mcp.services import mcp_server_save, mcp_tools_store
+from tools.runtime.presence import worker_heartbeat
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import admin_url, sent_messages
@@ -200,6 +209,7 @@ def object_of(world: World, model) -> Any:
         ),
         McpServer: _mcp_server(),
         McpTool: McpTool.objects.get(server=_mcp_server()),
+        WorkerHeartbeat: _worker("host-b:42:abcdef", "host-b"),
     }[model]
 
 
@@ -213,6 +223,11 @@ def _mcp_server() -> McpServer:
         tool = {"name": "lookup", "description": "Looks up.", "inputSchema": {"type": "object"}}
         mcp_tools_store(server_id=server.pk, tools=[tool])
     return server
+
+
+def _worker(name: str, host: str) -> WorkerHeartbeat:
+    worker_heartbeat(name=name, host=host)
+    return WorkerHeartbeat.objects.get(name=name)
 
 
 REGISTERED = [
@@ -232,6 +247,7 @@ REGISTERED = [
     McpSession,
     McpServer,
     McpTool,
+    WorkerHeartbeat,
 ]
 BIG_TABLES = [ConversationEvent, ToolCall, ToolActivity, Asset]
 

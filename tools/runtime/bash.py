@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import time
 import uuid
 from typing import Any
@@ -122,7 +121,7 @@ async def _run_started(
             call_id=ctx.call_id,
             token=ctx.token,
             generation=ctx.generation,
-            host=socket.gethostname(),
+            host=settings.TOOLCORE_HOST_NAME,
             pgid=capture.pgid,
             start=capture.process_start_ticks,
         ),
@@ -212,7 +211,7 @@ async def _promote(
             command=command,
             cwd=str(capture.cwd),
             folder=relative_to_data(ctx.attempt_dir),
-            host=socket.gethostname(),
+            host=settings.TOOLCORE_HOST_NAME,
             pid=capture.pid,
             pgid=capture.pgid,
             process_start=capture.process_start_ticks,

@@ -23,7 +23,6 @@ import contextlib
 import functools
 import logging
 import os
-import socket
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, connections
 from django.utils import timezone
 
+from conversations.api.outages import outage_noted
 from conversations.errors import StaleClaim
 from conversations.services import publish, runners
 from conversations.services.activity import activity_fold
@@ -53,6 +53,7 @@ from .base import CallContext, Handler, HandlerFamily, HandlerResult, ToolError,
 from .launches.services import launches_waiting
 from .launches.watch import LAUNCH, launch_start
 from .left_processes.watch import kill_left
+from .presence import worker_gone, worker_heartbeat
 from .processes import environment_protect
 from .watchers import Watchers
 
@@ -75,7 +76,7 @@ SETTLE_RETRY_SECONDS = 0.5
 
 def worker_name() -> str:
     """``host:pid:suffix``: unique per worker, readable in the admin and the logs."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    return f"{settings.TOOLCORE_HOST_NAME}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 def _fold(call_id: Any, turn_id: Any, fields: dict[str, Any]) -> None:
@@ -102,7 +103,7 @@ class Worker:
         self.handlers = dict(handlers)
         self.families = tuple(families)
         self.name = name or worker_name()
-        self.host = socket.gethostname()
+        self.host = settings.TOOLCORE_HOST_NAME
         self.concurrency = concurrency or settings.TOOLCORE_WORKER_CONCURRENCY
         self.poll_seconds = poll_seconds
         self._database = ThreadPoolExecutor(
@@ -192,7 +193,8 @@ class Worker:
                         self._launches_waiting = False
                         await self._start_launches()
                     retry = RETRY_SECONDS
-                except Exception:  # noqa: BLE001 - the database hiccupped: try again soon
+                except Exception as exc:  # noqa: BLE001 - the database hiccupped: try again soon
+                    outage_noted(exc, "worker")
                     logger.warning("pickup failed", extra={"worker": self.name}, exc_info=True)
                     wait, retry = min(retry, self.poll_seconds), retry * 2
                     self._launches_waiting = True
@@ -207,6 +209,8 @@ class Worker:
             await self._stop_all()
             await self.watchers.stop_all()
             await asyncio.gather(*background, return_exceptions=True)
+            with contextlib.suppress(Exception):  # the database away: its heartbeat ages out
+                await self.db(worker_gone, name=self.name)
             self._database.shutdown(wait=False)
             logger.info("worker stopped", extra={"worker": self.name})
 
@@ -389,7 +393,8 @@ class Worker:
                     page=result.page,
                 )
                 return
-            except (OperationalError, InterfaceError):
+            except (OperationalError, InterfaceError) as exc:
+                outage_noted(exc, "worker")
                 if tried == tries:
                     raise
                 logger.warning(
@@ -480,7 +485,8 @@ class Worker:
             except StaleClaim:
                 self._stop_call(str(claim.call_id))
                 return
-            except Exception:  # noqa: BLE001 - the database hiccupped: try again next time
+            except Exception as exc:  # noqa: BLE001 - the database hiccupped: try again next time
+                outage_noted(exc, "worker")
                 logger.warning("lease renewal failed", extra=self._log(claim), exc_info=True)
 
     # --- sweeps and notifications ---------------------------------------------------------
@@ -500,18 +506,23 @@ class Worker:
                 await self.sweep()
                 await kill_left(self.watchers)
                 retry = RETRY_SECONDS
-            except Exception:  # noqa: BLE001 - the next sweep tries again, soon
+            except Exception as exc:  # noqa: BLE001 - the next sweep tries again, soon
+                outage_noted(exc, "worker")
                 logger.warning("recovery sweep failed", extra={"worker": self.name}, exc_info=True)
                 wait, retry = min(retry, wait), retry * 2
             await asyncio.sleep(wait)
 
     async def _heartbeat_every_third_of_the_lease(self) -> None:
+        """The worker's own heartbeat (``presence.py``: alive, by host) at once and then every
+        third of the lease, with those of the runs and launches it watches."""
         while True:
-            await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE / 3)
             try:
+                await self.db(worker_heartbeat, name=self.name, host=self.host)
                 await self.watchers.heartbeat()
-            except Exception:  # noqa: BLE001 - the next one tries again
+            except Exception as exc:  # noqa: BLE001 - the next one tries again
+                outage_noted(exc, "worker")
                 logger.warning("heartbeat failed", extra={"worker": self.name}, exc_info=True)
+            await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE / 3)
 
     async def _listen_to_the_database(self) -> None:
         """PostgreSQL: ``LISTEN`` for calls made ready and claims taken by other processes."""

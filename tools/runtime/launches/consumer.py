@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from conversations.api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES
+from conversations.api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, outage_noted
 from conversations.detached import socket_database
 from conversations.realtime.base import (
     CLOSE_TOO_BIG,
@@ -30,6 +30,8 @@ class WorkbenchConsumer(ReleasedConsumer):
     """``/ws/workbench/``: a snapshot of the user's launches, then ``launch.changed`` and
     ``launch.removed``. No replay: a reconnecting client gets a new snapshot."""
 
+    endpoint = "workbench"
+
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         self.joined = False
@@ -42,6 +44,7 @@ class WorkbenchConsumer(ReleasedConsumer):
             self.joined = True
             launches = await self._launches()
         except OUTAGES as exc:
+            outage_noted(exc, "websocket")
             # No snapshot can be sent: the client connects again later.
             logger.warning("workbench socket closed: %s", exc)
             await self.close(code=CLOSE_TRY_AGAIN_LATER)
