@@ -16,7 +16,7 @@ from tests.tools.worker_helpers import response_of
 from tools.catalog import catalog_tools, mcp_tool_name, mcp_tool_parts, tool_spec
 from tools.models import McpServer, McpTool
 from tools.runtime.mcp.secrets import secret_open
-from tools.runtime.mcp.services import mcp_server_save
+from tools.runtime.mcp.services import mcp_server_save, mcp_tools_store
 
 from .client_helpers import BIN, add_server, git_repository, mcp_clean  # noqa: F401 - a fixture
 
@@ -148,3 +148,35 @@ def test_the_host_port_leaves_registered_servers_tools_to_the_workers(user):
     assert refused.status_code == 422 and refused.json()["error"]["field"] == "tools"
     allowed = host.post_json("/api/v1/host/claims", {"tools": ["mcp__notes__x"], "worker": "h"})
     assert allowed.status_code == 200 and allowed.json() == {"claims": []}
+
+
+def test_toolcore_as_an_mcp_server_lists_the_registered_servers_tools_to_their_owners(
+    user, other_user
+):
+    """Both ways at once: an MCP client of Toolcore sees the registered servers' tools offered to
+    its token's user, with their description and annotations, and not another owner's server's
+    nor a disabled server's."""
+    from conversations.mcp.tools import published_spec, tools_list
+
+    notes = mcp_server_save(name="notes", transport="stdio", command="notes-server", owner=user)
+    off = mcp_server_save(name="off", transport="stdio", command="off-server", enabled=False)
+    lookup = {
+        "name": "lookup",
+        "description": "Looks a note up.",
+        "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    mcp_tools_store(server_id=notes.pk, tools=[lookup])
+    mcp_tools_store(server_id=off.pk, tools=[lookup])
+
+    mine = {tool.name: tool for tool in tools_list(user.pk).tools}
+    assert "mcp__notes__lookup" in mine and "bash" in mine
+    assert mine["mcp__notes__lookup"].description == "Looks a note up."
+    assert mine["mcp__notes__lookup"].annotations.read_only_hint is True
+    assert mine["mcp__notes__lookup"].input_schema["properties"] == {"q": {"type": "string"}}
+    assert "mcp__off__lookup" not in mine
+    assert published_spec("mcp__notes__lookup", user.pk) is not None
+
+    theirs = {tool.name for tool in tools_list(other_user.pk).tools}
+    assert "mcp__notes__lookup" not in theirs and "bash" in theirs
+    assert published_spec("mcp__notes__lookup", other_user.pk) is None
