@@ -32,12 +32,17 @@ def _stamps(path: Path, wanted: set[str]) -> dict[str, float]:
 
 def _begun(call_ids: list[str]) -> dict[str, float]:
     """Each call's response event's ``created_at``: when its settlement's transaction began."""
+    from django.db import connections
+
     from conversations.models import ConversationEvent
 
-    rows = ConversationEvent.objects.filter(
-        tool_call_id__in=call_ids, type="tool_call_response"
-    ).values_list("tool_call_id", "created_at")
-    return {str(call): at.timestamp() for call, at in rows}
+    try:
+        rows = ConversationEvent.objects.filter(
+            tool_call_id__in=call_ids, type="tool_call_response"
+        ).values_list("tool_call_id", "created_at")
+        return {str(call): at.timestamp() for call, at in rows}
+    finally:
+        connections.close_all()  # this thread's: the database is dropped at the end
 
 
 async def bench_settle(site: Site, table: Table, runs: int, samples: int) -> None:

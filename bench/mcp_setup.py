@@ -84,8 +84,20 @@ class Site:
             connections.close_all()
             if self.vendor == "postgresql":
                 self.connection.close_pool()
-                time.sleep(0.5)  # daphne's sessions end
+                self._wait_alone()
             drop_bench_database(self.connection)
+
+    def _wait_alone(self, timeout: float = 20.0) -> None:
+        """Until the other sessions of the bench database (daphne's) have ended: a database
+        in use cannot be dropped."""
+        name = self.connection.settings_dict["NAME"]
+        deadline = time.monotonic() + timeout
+        with self.connection._nodb_cursor() as cursor:
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [name])
+                if cursor.fetchone()[0] == 0:
+                    return
+                time.sleep(0.1)
 
 
 def _conversation_with_turn(user: Any) -> tuple[Any, str]:
