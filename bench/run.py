@@ -3,7 +3,7 @@
     python bench/run.py [--quick] [--runs N] [--only NAME ...] [--no-docs] [--collect]
 
 Runs each bench script of this folder (every ``bench/*.py`` that reports its rows through
-``bench/_report.py``: today core, execution, projections and realtime) in a process of its own
+``bench/_report.py``: today core, execution, mcp, projections and realtime) in a process of its own
 with ``--json``, showing its own table as it goes, then prints one table of all their rows,
 writes ``bench/results.json`` (the same rows as data) and refreshes the table in
 ``docs/performance.md`` between its two markers, leaving the prose around them alone.
@@ -13,7 +13,9 @@ layer of the current settings (SQLite and the in-memory layer by default; ``DATA
 PostgreSQL, ``REDIS_URL`` for Redis), the figures that need PostgreSQL skipped with the reason
 when it is not there. A script that fails is reported in the table with its exit status; the
 others still run. ``--collect`` builds the table, the JSON and the docs from the fragments the
-last run left (``bench/.fragments/``) without running anything.
+last run left (``bench/.fragments/``) without running anything. With ``--only``, the other
+scripts' figures in ``bench/results.json`` are kept (each script's entry says when and on what
+it ran), and the docs are left alone.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ BEGIN = "<!-- bench:begin (bench/run.py writes this table) -->"
 END = "<!-- bench:end -->"
 # The order they run in: the file-system-heavy execution bench (50,000 files written and
 # deleted) after the others, as its own order already puts its grep last.
-ORDER = ("projections", "core", "realtime", "execution")
+ORDER = ("projections", "core", "realtime", "mcp", "execution")
 
 
 def scripts() -> list[Path]:
@@ -177,12 +179,37 @@ def results(fragments: list[dict[str, Any]], env: dict[str, Any]) -> dict[str, A
     return {
         "environment": env,
         "scripts": [
-            {key: f.get(key) for key in ("script", "header", "footer", "seconds", "exit")}
+            {
+                **{key: f.get(key) for key in ("script", "header", "footer", "seconds", "exit")},
+                "environment": f.get("environment", env),
+            }
             for f in fragments
         ],
         "summary": summary(fragments),
         "figures": figures,
     }
+
+
+def kept_fragments(previous: dict[str, Any], ran: set[str]) -> list[dict[str, Any]]:
+    """The fragments of the scripts that did not run this time, rebuilt from the last
+    ``bench/results.json`` (``previous``), each with the environment it ran in."""
+    kept = []
+    for script in previous.get("scripts", []):
+        if script["script"] in ran:
+            continue
+        rows = [
+            {**{k: v for k, v in figure.items() if k != "bench"}}
+            for figure in previous.get("figures", [])
+            if figure["bench"] == script["script"]
+        ]
+        environment = script.get("environment") or previous.get("environment")
+        kept.append({**script, "environment": environment, "rows": rows})
+    return kept
+
+
+def ordered(fragments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return sorted(fragments, key=lambda f: (rank.get(f["script"], len(ORDER)), f["script"]))
 
 
 def refresh_docs(markdown: str, docs: Path = DOCS) -> bool:
@@ -221,7 +248,14 @@ def main() -> int:
         ]
     else:
         fragments = [run_script(path, flags) for path in chosen]
+    for fragment in fragments:
+        fragment.setdefault("environment", env)
     done = results(fragments, env)
+    recorded = done
+    if args.only and not args.collect and RESULTS.exists():
+        previous = json.loads(RESULTS.read_text())
+        kept = kept_fragments(previous, {p.stem for p in chosen})
+        recorded = results(ordered(fragments + kept), previous.get("environment", env))
     layer = env["channel_layer"]
     heading = (
         f"{env['when']}, {env['cores']} cores, Python {env['python']}, database "
@@ -233,7 +267,7 @@ def main() -> int:
     markdown = f"{heading}\n\n{table(fragments)}"
     print(f"\n== all benches ({time.perf_counter() - started:.0f} s) ==\n")
     print(markdown)
-    RESULTS.write_text(json.dumps(done, indent=1, ensure_ascii=False) + "\n")
+    RESULTS.write_text(json.dumps(recorded, indent=1, ensure_ascii=False) + "\n")
     print(f"\nwritten: {RESULTS.relative_to(ROOT)}")
     if not args.no_docs and not args.only:
         if refresh_docs(markdown):

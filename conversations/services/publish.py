@@ -14,9 +14,13 @@ sockets), everything else through the default layer. A failure to publish never 
 events are replayed from the database, ephemeral messages may be dropped by design.
 
 Two routes, by layer:
-- the in-memory layer reaches only this process, and its queues belong to the server's event
-  loop: messages go there with ``async_to_sync`` (which, in a request thread, hops to that
-  loop), and only to groups somebody here joined;
+- the in-memory layer reaches only this process, and its queues belong to the event loop its
+  receivers wait on (daphne's): messages are put there on that loop's own thread
+  (``_receiving_loop``), and only to groups somebody here joined. An asyncio queue put to from
+  another thread wakes its waiter only when that loop next wakes for something else: a
+  settlement by the embedded worker (its own thread) reached a waiting ``tools/call`` or turn
+  barrier 0.2-1 s late. With no receiver waiting, ``async_to_sync`` puts it on a loop of its own;
+  the next receive finds it;
 - an out-of-process layer (Redis) is fed by one long-lived publisher thread with its own event
   loop and connection pool, so a request or a worker never waits on Redis round trips and no
   throw-away event loop ever opens connections. The queue is bounded: when Redis falls behind,
@@ -59,6 +63,8 @@ Message = tuple[str, dict[str, Any]]
 PUBLISH_QUEUE_BATCHES = 10_000
 BATCH_TYPE = "publish.batch"
 BATCH_MAX_MESSAGES = 100
+# The longest a thread waits for the in-memory layer's loop to take its messages (``send_now``).
+IN_MEMORY_DELIVERY_SECONDS = 5.0
 
 
 LIVE_LAYER = "live"
@@ -233,6 +239,17 @@ class Publisher:
 publisher = Publisher()
 
 
+def _receiving_loop(layer: InMemoryChannelLayer, groups: set[str]) -> Any:
+    """The running event loop, not this thread's, that a receiver of ``groups`` waits on (an
+    asyncio queue is bound to the loop of its first waiter); None when nobody waits."""
+    for group in groups:
+        for channel in list(layer.groups.get(group, ())):
+            loop = getattr(layer.channels.get(channel), "_loop", None)
+            if loop is not None and loop.is_running() and loop is not asyncio._get_running_loop():
+                return loop
+    return None
+
+
 def send_now(messages: list[Message]) -> None:
     layer = get_channel_layer()
     if layer is None or not messages:
@@ -240,8 +257,17 @@ def send_now(messages: list[Message]) -> None:
     if isinstance(layer, InMemoryChannelLayer):
         # Only this process can hear it: skip groups nobody here joined, and the loop hop.
         local = [m for m in messages if layer.groups.get(m[0])]
-        if local:
+        if not local:
+            return
+        loop = _receiving_loop(layer, {group for group, _ in local})
+        if loop is None:
             async_to_sync(send_all)(layer, local)
+            return
+        delivered = asyncio.run_coroutine_threadsafe(send_all(layer, local), loop)
+        try:  # waited for, so that what one thread publishes arrives in its order
+            delivered.result(IN_MEMORY_DELIVERY_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - never undo a commit over a live message
+            logger.warning("in-memory publish not delivered: %r", exc)
         return
     publisher.submit(list(messages))
 

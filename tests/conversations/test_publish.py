@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -77,6 +79,36 @@ def test_in_memory_layer_gets_one_batch_per_group(settings):
     send_now([_m("conv.x", 1), _m("conv.x", 2), _m("conv.nobody", 3)])
     received = async_to_sync(_receive_all)(layer, channel)
     assert received == [{"type": BATCH_TYPE, "messages": [_m("conv.x", 1)[1], _m("conv.x", 2)[1]]}]
+
+
+def test_a_message_sent_from_another_thread_wakes_a_receiver_on_its_loop_at_once(settings):
+    """A receiver waits on an event loop of its own thread (daphne's); a thread without a loop
+    (the embedded worker's database thread, a request thread) publishes. The receiver is woken
+    at once, not whenever its idle loop next wakes for something else (a settlement reached a
+    waiting ``tools/call`` or turn barrier 0.2-1 s late; here, never)."""
+    settings.CHANNEL_LAYERS = IN_MEMORY  # this route whatever the run configures
+    layer = get_channel_layer()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def on_loop(coroutine, timeout: float = 5):
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout)
+
+    try:
+        channel = on_loop(layer.new_channel())
+        on_loop(layer.group_add("conv.woken", channel))
+        waiting = asyncio.run_coroutine_threadsafe(layer.receive(channel), loop)
+        time.sleep(0.05)  # it waits; its loop sleeps in select
+        sent = time.monotonic()
+        send_now([_m("conv.woken", 1)])
+        assert waiting.result(2) == _m("conv.woken", 1)[1]
+        assert time.monotonic() - sent < 0.5
+        on_loop(layer.group_discard("conv.woken", channel))
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
 
 
 class RecordingLayer:
