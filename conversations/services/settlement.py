@@ -39,6 +39,7 @@ from ..sql.common import AssetRow, SettlingCall, maybe_uuid, settling_call_load
 from ..storage import (
     CAPTURE_MEDIA_TYPE,
     FileExistsDifferent,
+    StorageUnavailable,
     asset_store,
     attempt_relative,
     capture_snapshot,
@@ -152,7 +153,7 @@ def _unstored_outcome(
     if outcome != "completed":
         return outcome, reason
     cause = exc.strerror or str(exc) or type(exc).__name__
-    where = "DATA_DIR" if asset_store().name == "local" else "the asset storage"
+    where = "the asset storage" if isinstance(exc, StorageUnavailable) else "DATA_DIR"
     if spec.replay_safe:
         return "failed", f"The result could not be stored in {where}: {cause}."
     return "indeterminate", (

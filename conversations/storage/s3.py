@@ -279,7 +279,9 @@ class S3Store:
         )
 
     def location(self, path: str) -> str:
-        return f"s3://{self.bucket}/{self.root}{path}"
+        """``s3://BUCKET/KEY`` of an asset path, or of a location of objects (ending in ``/``)."""
+        key = self.key(path.rstrip("/")) + ("/" if path.endswith("/") else "")
+        return f"s3://{self.bucket}/{key}"
 
     def fault(self, path: str, size: int, sha256: str, *, hashes: bool) -> str | None:
         try:
@@ -318,7 +320,8 @@ class S3Store:
 
     def attempts(self) -> Iterator[StoredAttempt]:
         """Every attempt's objects (keys listed in order, so an attempt's are contiguous), and
-        a conversation's keys outside any attempt as one entry of its own."""
+        a conversation's keys outside any attempt as one entry of its own; locations relative
+        to the prefix, as asset paths are."""
         base = f"{self.root}conversations/"
         current: StoredAttempt | None = None
         for key, modified in self._objects(base):
@@ -330,10 +333,10 @@ class S3Store:
             digits = parts[3][1:] if call_id is not None else ""
             if call_id is not None and parts[3].startswith("g") and digits.isdigit():
                 generation: int | None = int(digits)
-                location = f"{base}{parts[0]}/tool-calls/{parts[2]}/{parts[3]}/"
+                location = f"conversations/{parts[0]}/tool-calls/{parts[2]}/{parts[3]}/"
             else:
                 call_id, generation = None, None
-                location = f"{base}{parts[0]}/"
+                location = f"conversations/{parts[0]}/"
             when = modified.timestamp()
             if current is not None and current.location == location:
                 if when > current.newest:
@@ -346,10 +349,10 @@ class S3Store:
             yield current
 
     def remove(self, location: str) -> None:
-        if not location.startswith(f"{self.root}conversations/") or not location.endswith("/"):
+        if not location.startswith("conversations/") or not location.endswith("/"):
             raise ValueError(f"not a location of this store: {location}")
         batch: list[dict[str, str]] = []
-        for key, _ in self._objects(location):
+        for key, _ in self._objects(self.root + location):
             batch.append({"Key": key})
             if len(batch) == DELETE_BATCH:
                 self._delete(batch)
@@ -364,7 +367,7 @@ class S3Store:
             raise StorageUnavailable(f"the asset storage refused a delete: {exc}") from exc
 
     def remove_conversation(self, conversation_id: UUID | str) -> None:
-        self.remove(f"{self.root}conversations/{conversation_id}/")
+        self.remove(f"conversations/{conversation_id}/")
 
 
 class AssetChanged(Exception):
