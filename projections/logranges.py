@@ -17,8 +17,10 @@ of a text without one, in one streaming pass of 1 MiB reads.
 from __future__ import annotations
 
 import contextlib
+import threading
 import zlib
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable
 
 from .logpages import (
@@ -34,6 +36,12 @@ from .logpages import (
 
 RangeReader = Callable[[int, int], bytes]  # (start, length) -> those bytes (fewer at the end)
 READ_AHEAD_BYTES = 64 * 1024  # the first read of a page's lines; each further one doubles
+# What a stored index holds of a text, remembered per text (by its identity): its count and its
+# last offset, so that a page after the first reads only its own offsets and lines (an index
+# never changes for the same bytes).
+_KNOWN: OrderedDict[bytes, tuple[int, int]] = OrderedDict()
+_KNOWN_MAX = 4096
+_KNOWN_LOCK = threading.Lock()
 
 
 class RangedFile:
@@ -101,6 +109,41 @@ def _index_count(header: bytes | None, size: int, identity: bytes) -> int | None
     return count
 
 
+class _IndexBroken(OSError):
+    """A stored index shorter than its header says (damaged, or replaced meanwhile)."""
+
+
+def _stored_view(key: bytes, size: int, identity: bytes, index_at: Callable) -> _View | None:
+    """A view of the stored index of the text, or None when it has none that matches: the
+    header read once per process and text (``_KNOWN``), then only the offsets a page needs."""
+    with _KNOWN_LOCK:
+        known = _KNOWN.get(key)
+    count = known[0] if known else _index_count(index_at(0, _HEADER.size), size, identity)
+    if count is None:
+        return None
+    seen: dict[int, int] = {}
+
+    def read_ends(lo: int, hi: int) -> array:
+        if known is not None and (lo, hi) == (count - 1, count):
+            return array("Q", [known[1]])
+        found = array("Q", index_at(_HEADER.size + lo * 8, (hi - lo) * 8) or b"")
+        if _SWAP:
+            found.byteswap()
+        if len(found) != hi - lo or any(e > size for e in found[-1:]):
+            raise _IndexBroken("the line index ended before its count")
+        if hi == count:
+            seen[count] = found[-1]
+        return found
+
+    view = _View(size, count, read_ends)
+    if known is None and count:
+        with _KNOWN_LOCK:
+            _KNOWN[key] = (count, seen[count])
+            while len(_KNOWN) > _KNOWN_MAX:
+                _KNOWN.popitem(last=False)
+    return view
+
+
 def read_page_ranged(
     read_at: RangeReader,
     size: int,
@@ -122,27 +165,29 @@ def read_page_ranged(
     ``path`` when the page does not hold every line.
     """
     _check_params(offset, limit)
-    count = _index_count(index_at(0, _HEADER.size), size, identity)
-    if count is None:
+    key = identity[:16] + size.to_bytes(8, "little")
+
+    def built() -> _View:
+        with _KNOWN_LOCK:
+            _KNOWN.pop(key, None)
         data, ends = index_build(read_at, size, identity)
         with contextlib.suppress(OSError):  # served from memory now; built again next time
             index_put(data)
-        view = _View(size, len(ends), lambda lo, hi, a=ends: a[lo:hi])
-    else:
+        return _View(size, len(ends), lambda lo, hi, a=ends: a[lo:hi])
 
-        def read_ends(lo: int, hi: int) -> array:
-            found = array("Q", index_at(_HEADER.size + lo * 8, (hi - lo) * 8) or b"")
-            if _SWAP:
-                found.byteswap()
-            if len(found) != hi - lo:
-                raise OSError("the line index ended before its count")
-            return found
+    def page(view: _View) -> tuple[list[str], int]:
+        first = max(0, view.total - limit) if offset is None else offset
+        log = RangedFile(read_at, size, name)
+        return _page_lines(log, view, first, min(first + limit, view.total))  # type: ignore[arg-type]
 
-        view = _View(size, count, read_ends)
+    try:
+        view = _stored_view(key, size, identity, index_at) or built()
+        lines, stop = page(view)
+    except _IndexBroken:  # damaged or cut short since it was read: not trusted, rebuilt
+        view = built()
+        lines, stop = page(view)
+    first = max(0, view.total - limit) if offset is None else offset
     total = view.total
-    first = max(0, total - limit) if offset is None else offset
-    log = RangedFile(read_at, size, name)
-    lines, stop = _page_lines(log, view, first, min(first + limit, total))  # type: ignore[arg-type]
     return {
         "lines": lines,
         "offset": first,

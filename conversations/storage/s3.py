@@ -29,6 +29,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -50,6 +51,9 @@ INDEX_SUFFIX = ".lines"
 DELETE_BATCH = 1000  # the most keys one DeleteObjects takes
 _VERIFIED: OrderedDict[str, str] = OrderedDict()  # asset id -> the ETag its bytes were proven at
 _VERIFIED_MAX = 4096
+# The PUTs of a settlement run side by side (shared by the settlements of a process; boto3's
+# client is thread-safe and pools up to max_pool_connections).
+_UPLOADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="toolcore-s3-upload")
 _LOCK = threading.Lock()
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 _CHANGED = {"412", "PreconditionFailed"}
@@ -114,8 +118,14 @@ class S3Store:
     # --- writes -------------------------------------------------------------------------------
 
     def upload(self, assets: Sequence[Any]) -> None:
-        for asset in assets:
-            self._put_file(asset)
+        """The PUTs of one settlement at once (a round trip each; a capture, its result and
+        its images would otherwise wait for each other); the first failure is raised."""
+        if len(assets) <= 1:
+            for asset in assets:
+                self._put_file(asset)
+            return
+        for future in [_UPLOADS.submit(self._put_file, asset) for asset in assets]:
+            future.result()
 
     def _put_file(self, asset: Any) -> None:
         key = self.key(asset.path)

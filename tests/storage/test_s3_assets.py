@@ -182,3 +182,12 @@ def test_a_store_that_does_not_answer_settles_the_call_without_its_files(user, s
     assert event.payload["assetIds"] == []
     text = event.payload["modelContent"][0]["text"]
     assert "could not be stored in the asset storage" in text
+
+
+def test_a_read_while_the_store_does_not_answer_is_503_unavailable(api, user, settings):
+    stdout, _ = _settled_capture(user, b"later\n")
+    settings.ASSET_STORAGE = {**settings.ASSET_STORAGE, "endpoint_url": "http://127.0.0.1:9"}
+    for path in ("", "/lines"):
+        response = api.get(f"{API}/assets/{stdout.pk}{path}")
+        assert_error(response, 503, "unavailable")
+        assert response["Retry-After"] == "1"
