@@ -218,6 +218,33 @@ def _bench(table: Table, runs: int, quick: bool, server) -> None:
         baseline=b,
         unit="s",
     )
+    from conversations.storage.s3 import s3_client
+
+    raw_client = s3_client(server.endpoint_url)
+    key = f"bench/{on_s3.path}"
+
+    def raw_get() -> float:
+        def run():
+            for i in range(reads):
+                start = (i * 7919 * 4096) % (len(text) - 4096)
+                body = raw_client.get_object(
+                    Bucket=BUCKET, Key=key, Range=f"bytes={start}-{start + 4095}"
+                )["Body"]
+                body.read()
+                body.close()
+
+        return timed(run) / reads
+
+    floor = in_turns(runs, raw_get)[0]
+    table.add(
+        "  floor: the same ranged GETs from boto3 alone (no request, no check), per read",
+        spread(floor, millis),
+        spread(a, millis),
+        per_run(a, floor),
+        measured=floor,
+        baseline=a,
+        unit="s",
+    )
 
     pages = 50 if quick else 200
 
