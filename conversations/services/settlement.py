@@ -152,8 +152,9 @@ def _unstored_outcome(
     keep their reason: only their files are missing."""
     if outcome != "completed":
         return outcome, reason
-    cause = exc.strerror or str(exc) or type(exc).__name__
-    where = "the asset storage" if isinstance(exc, StorageUnavailable) else "DATA_DIR"
+    unavailable = isinstance(exc, StorageUnavailable)  # its message says what the store said
+    cause = exc.strerror or (str(exc) if unavailable else "") or type(exc).__name__
+    where = "the asset storage" if unavailable else "DATA_DIR"
     if spec.replay_safe:
         return "failed", f"The result could not be stored in {where}: {cause}."
     return "indeterminate", (

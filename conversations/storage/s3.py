@@ -304,6 +304,8 @@ class S3Store:
             if _code(exc) in _MISSING:
                 return "its file is missing (No such file or directory)"
             return f"its file cannot be read ({_code(exc)})"
+        except StorageUnavailable as exc:
+            return f"its file cannot be read ({exc})"
         if head["ContentLength"] != size:
             return f"its file has {head['ContentLength']} bytes, {size} recorded"
         if hashes:
@@ -311,6 +313,8 @@ class S3Store:
                 digest = self._digest(key, trust_checksum=False)[0]
             except (AssetChanged, AssetCorrupt):
                 return "its file changed while it was read"
+            except StorageUnavailable as exc:
+                return f"its file cannot be read ({exc})"
             if digest != sha256:
                 return f"its file's SHA-256 is {digest}, {sha256} recorded"
         return None
