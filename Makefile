@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # the README's walkthrough can be repeated; `make run DEMO=keep` keeps the one there is.
 DEMO ?= reset
 
-.PHONY: run test lint format bench clean
+.PHONY: run test test-assets lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,16 @@ run: $(STAMP)
 test: $(STAMP)
 	@test -x /usr/bin/chromium || echo "Chromium not found at /usr/bin/chromium: browser tests skipped (apt-get install chromium)"
 	$(BIN)/python -m pytest -rs
+
+# The tests of assets (settlement's files, ranges, lines, digests, integrity, retention, orphans)
+# with the assets in an S3-compatible store: SeaweedFS, started by the suite (tests/conftest.py).
+ASSET_TESTS := tests/storage tests/conversations/test_api_assets.py \
+	tests/security/test_tampered_assets.py tests/conversations/test_integrity.py \
+	tests/conversations/test_retention.py tests/conversations/test_settlement.py \
+	tests/conversations/test_host_images.py tests/conversations/test_admin.py \
+	tests/conversations/test_async_runs.py tests/faults/test_disk_full.py tests/tools/test_bash.py
+test-assets: $(STAMP)
+	TOOLCORE_TEST_ASSET_STORAGE=s3 $(BIN)/python -m pytest -rs $(ASSET_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

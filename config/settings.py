@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -90,6 +91,43 @@ DATA_DIR = Path(os.environ.get("DATA_DIR", BASE_DIR / "data")).resolve()
 TOOLCORE_WORKSPACE_ROOT = Path(
     os.environ.get("TOOLCORE_WORKSPACE_ROOT", BASE_DIR / "workspaces")
 ).resolve()
+
+# --- Asset storage (docs/subsystems/settings.md, "Asset storage") ------------------------------
+# Where settled calls' files are kept and served from: unset (or "local") keeps them in DATA_DIR;
+# s3://BUCKET/PREFIX puts them in an S3-compatible object store (conversations/storage/s3.py).
+# Credentials and region are boto3's own (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+# AWS_DEFAULT_REGION, a profile or an instance role); TOOLCORE_S3_ENDPOINT_URL names a store
+# other than AWS (path-style addressing then, which every S3-compatible store answers).
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+TOOLCORE_ASSET_STORAGE = os.environ.get("TOOLCORE_ASSET_STORAGE", "").strip() or "local"
+TOOLCORE_S3_ENDPOINT_URL = os.environ.get("TOOLCORE_S3_ENDPOINT_URL", "").strip()
+ASSET_STORAGE: dict[str, str] = {"backend": "local"}
+if TOOLCORE_ASSET_STORAGE != "local":
+    _store = urlsplit(TOOLCORE_ASSET_STORAGE)
+    _prefix = _store.path.strip("/")
+    if _store.scheme != "s3" or not _store.netloc or _store.query or _store.fragment:
+        _refuse("TOOLCORE_ASSET_STORAGE", "must be local or s3://BUCKET/PREFIX")
+    if not _BUCKET.match(_store.netloc) or ".." in _store.netloc:
+        _refuse(
+            "TOOLCORE_ASSET_STORAGE",
+            f"{_store.netloc!r} is not a bucket name (3-63 of a-z, 0-9, '.', '-')",
+        )
+    if any(part in ("", ".", "..") for part in _prefix.split("/")) and _prefix:
+        _refuse("TOOLCORE_ASSET_STORAGE", f"the prefix {_prefix!r} has an empty, . or .. part")
+    if bool(os.environ.get("AWS_ACCESS_KEY_ID")) != bool(os.environ.get("AWS_SECRET_ACCESS_KEY")):
+        _refuse("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID and it are set together or not at all")
+    ASSET_STORAGE = {
+        "backend": "s3",
+        "bucket": _store.netloc,
+        "prefix": _prefix,
+        "endpoint_url": TOOLCORE_S3_ENDPOINT_URL,
+    }
+if TOOLCORE_S3_ENDPOINT_URL:
+    _endpoint = urlsplit(TOOLCORE_S3_ENDPOINT_URL)
+    if _endpoint.scheme not in ("http", "https") or not _endpoint.hostname:
+        _refuse("TOOLCORE_S3_ENDPOINT_URL", "must be an http:// or https:// URL of the store")
+    if TOOLCORE_ASSET_STORAGE == "local":
+        _refuse("TOOLCORE_S3_ENDPOINT_URL", "is set, but TOOLCORE_ASSET_STORAGE is not s3://…")
 
 # The name of this machine in what workers record (process groups, heartbeats) and in the
 # default metrics folder: two hosts must not share one (docs/deployment.md).

@@ -20,7 +20,7 @@ from django.db.models import Count, Exists, F, Max, Min, OuterRef
 from .models import Asset, Conversation, ConversationEvent, ExecutionClaim, ToolCall, Turn
 from .orphans import orphan_folders
 from .selectors import call_response
-from .storage import absolute_from_data, sha256_file
+from .storage import asset_store
 
 CHUNK = 500
 GAPS_SHOWN = 3  # missing or repeated sequences named per broken conversation
@@ -182,32 +182,14 @@ def check_claims(tally: Tally) -> Iterator[Breach]:
     tally.seen = ExecutionClaim.objects.count()
 
 
-def _asset_fault(path: str, size: int, sha256: str, hashes: bool) -> str | None:
-    try:
-        absolute = absolute_from_data(path)
-        actual = absolute.stat().st_size
-    except ValueError:
-        return "its path leads outside DATA_DIR"
-    except OSError as exc:
-        return f"its file is missing ({exc.strerror})"
-    if actual != size:
-        return f"its file has {actual} bytes, {size} recorded"
-    if hashes:
-        try:
-            digest = sha256_file(absolute)
-        except OSError as exc:
-            return f"its file cannot be read ({exc.strerror})"
-        if digest != sha256:
-            return f"its file's SHA-256 is {digest}, {sha256} recorded"
-    return None
-
-
 def check_assets(tally: Tally, *, hashes: bool = True) -> Iterator[Breach]:
-    """Every asset's file is present under ``DATA_DIR`` with its recorded size and SHA-256."""
+    """Every asset's file is present in the asset store (``DATA_DIR``, or the bucket) with its
+    recorded size and SHA-256."""
+    store = asset_store()
     for rows in _keyset(Asset.objects.all(), "pk", "path", "size", "sha256"):
         for asset_id, path, size, sha256 in rows:
             tally.seen += 1
-            fault = _asset_fault(path, size, sha256, hashes)
+            fault = store.fault(path, size, sha256, hashes=hashes)
             if fault is not None:
                 yield Breach("assets", f"asset {asset_id} ({path}): {fault}")
 
@@ -220,7 +202,7 @@ def check_orphans(tally: Tally) -> Iterator[Breach]:
         tally.seen += 1
         yield Breach(
             "orphans",
-            f"{orphan.path}: {orphan.why}; `python manage.py purge_orphans` removes it",
+            f"{orphan}: {orphan.why}; `python manage.py purge_orphans` removes it",
         )
 
 

@@ -156,7 +156,8 @@ def pickups_observed(picked: Sequence[tuple[str, datetime | None, datetime]]) ->
 
 
 def outage_counted(kind: str, where: str) -> None:
-    """A database (``kind="database"``) or channel-layer (``"channel_layer"``) error caught."""
+    """A database (``kind="database"``), channel-layer (``"channel_layer"``) or asset-storage
+    (``"asset_storage"``) error caught."""
     OUTAGES.labels(kind, where).inc()
 
 

@@ -41,7 +41,7 @@ from .shapes import (
 )
 from .sql import vendor_sql
 from .sql.interface import ReplayPage, ReplayRow
-from .storage import absolute_from_data
+from .storage import asset_store
 
 
 def _uuid(value: Any, what: str) -> UUID:
@@ -262,7 +262,7 @@ def call_details(user: Any, call_id: Any) -> dict[str, Any]:
         "modelContent": payload["modelContent"] if payload else None,
         "userProjection": payload["userProjection"] if payload else None,
         "toolUpdate": activity_state(activity) if activity is not None else None,
-        "assets": [asset_wire(a, str(absolute_from_data(a.path))) for a in assets],
+        "assets": [asset_wire(a, asset_store().location(a.path)) for a in assets],
         "exit": exit_wire(ended) if ended is not None else None,
     }
 

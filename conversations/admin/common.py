@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from tools.catalog import SUBJECT_ARGUMENTS, mcp_tool_parts, tool_spec
 
 from ..models import json_text
-from ..storage import absolute_from_data
+from ..storage import asset_store
 from .times import SecondsMixin
 
 PRETTY_MAX_CHARS = 20_000  # a JSON value shown on a page is cut here
@@ -130,10 +130,13 @@ def link_to_call(call_id: Any) -> str:
 
 
 def asset_absolute_path(asset: Any) -> str:
+    """Where the asset's bytes are: its absolute path in ``DATA_DIR``, or its ``s3://`` URL."""
+    store = asset_store()
     try:
-        return str(absolute_from_data(asset.path))
+        return store.location(asset.path)
     except ValueError:
-        return f"{asset.path} (outside DATA_DIR)"
+        where = "DATA_DIR" if store.name == "local" else "the bucket's prefix"
+        return f"{asset.path} (outside {where})"
 
 
 def asset_verify_url(asset: Any) -> str:

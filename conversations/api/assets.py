@@ -7,16 +7,16 @@ written for someone who has only that page.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from projections.logpages import PageParamError, read_page
+from projections.logpages import PageParamError
 
 from .. import selectors
-from ..assets import RangeNotSatisfiable, asset_verify, iter_file, parse_range
+from ..assets import RangeNotSatisfiable, parse_range
 from ..errors import ValidationFailed, error_body
+from ..storage import asset_store
 from .responses import json_response
 from .schemas.common import PathId
 from .schemas.conversations import READ_ERRORS, LinesPageOut, errors
@@ -51,7 +51,8 @@ def get_asset(request: HttpRequest, asset_id: PathId) -> HttpResponse:
     asset is 416. Other ranges get the whole file.
     """
     asset = selectors.asset_for(request.auth, asset_id)
-    path = asset_verify(asset)
+    store = asset_store()
+    handle = store.verify(asset)
     size = asset.size
     try:
         span = parse_range(request.headers.get("Range"), size)
@@ -64,7 +65,9 @@ def get_asset(request: HttpRequest, asset_id: PathId) -> HttpResponse:
     start, end = span if span is not None else (0, size - 1)
     length = max(0, end - start + 1)
     response = StreamingHttpResponse(
-        iter_file(path, start, length), status=206 if span else 200, content_type=asset.media_type
+        store.stream(asset, handle, start, length),
+        status=206 if span else 200,
+        content_type=asset.media_type,
     )
     response["Content-Length"] = str(length)
     response["Accept-Ranges"] = "bytes"
@@ -95,16 +98,10 @@ def get_asset_lines(
     page. `path` names the file when the page does not hold it all.
     """
     asset = selectors.asset_for(request.auth, asset_id)
-    path = asset_verify(asset)
+    store = asset_store()
+    handle = store.verify(asset)
     try:
-        page = read_page(
-            path,
-            offset=query.offset,
-            limit=query.limit,
-            status=None,
-            truncated=asset.truncated,
-            index_dir=settings.DATA_DIR / "index",
-        )
+        page = store.read_page(asset, handle, offset=query.offset, limit=query.limit)
     except PageParamError as exc:
         raise ValidationFailed(str(exc), field=exc.field) from exc
     return json_response(page)

@@ -1,4 +1,4 @@
-"""The database or the channel layer away: which errors say so, and what a client is told.
+"""The database, the channel layer or the asset storage away: which errors say so, and what a client is told.
 
 Such an error is not the request's fault and not a bug: the same request may succeed in a
 moment. Every way a request can end (django-ninja's exception handlers, the middleware for other
@@ -22,6 +22,7 @@ from django.http import HttpRequest, HttpResponse
 
 from .. import metrics
 from ..errors import error_body
+from ..storage import StorageUnavailable
 from .responses import json_response
 
 logger = logging.getLogger(__name__)
@@ -39,12 +40,16 @@ CHANNEL_LAYER_AWAY: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
 )
-OUTAGES = DATABASE_AWAY + CHANNEL_LAYER_AWAY
+# The S3 asset store refusing or not answering (conversations/storage/s3.py): a read of an asset
+# cannot be served now (a settlement does not raise it: it settles without its files).
+STORAGE_AWAY: tuple[type[BaseException], ...] = (StorageUnavailable,)
+OUTAGES = DATABASE_AWAY + CHANNEL_LAYER_AWAY + STORAGE_AWAY
 
 RETRY_AFTER_SECONDS = 1
 API_PREFIX = "/api/"
 DATABASE_UNAVAILABLE = "The database is unavailable: nothing was changed; try again shortly."
 LAYER_UNAVAILABLE = "The channel layer is unavailable; try again shortly."
+STORAGE_UNAVAILABLE = "The asset storage is unavailable; try again shortly."
 UNAVAILABLE_CODE = "unavailable"
 # A websocket that cannot even be served its first frame is closed with this code (RFC 6455:
 # "Try Again Later").
@@ -60,12 +65,20 @@ def outage_noted(exc: BaseException | None, where: str) -> bool:
     caught ``where``: ``http``, ``websocket``, ``worker``) when it is an outage; whether it was."""
     if not is_outage(exc):
         return False
-    kind = "channel_layer" if isinstance(exc, CHANNEL_LAYER_AWAY) else "database"
+    kind = (
+        "channel_layer"
+        if isinstance(exc, CHANNEL_LAYER_AWAY)
+        else "asset_storage"
+        if isinstance(exc, STORAGE_AWAY)
+        else "database"
+    )
     metrics.outage_counted(kind, where)
     return True
 
 
 def unavailable_message(exc: BaseException) -> str:
+    if isinstance(exc, STORAGE_AWAY):
+        return STORAGE_UNAVAILABLE
     return LAYER_UNAVAILABLE if isinstance(exc, CHANNEL_LAYER_AWAY) else DATABASE_UNAVAILABLE
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -11,9 +12,11 @@ from projections.units import clean_text
 
 from ..errors import NotFound
 from ..models import Conversation, ToolCall
-from ..storage import remove_conversation_files, resolve_workspace
+from ..storage import asset_store, remove_conversation_files, resolve_workspace
 from .cancel import call_cancel
 from .participants import delete_participants
+
+logger = logging.getLogger(__name__)
 
 
 def conversation_create(
@@ -49,4 +52,17 @@ def conversation_delete(*, conversation_id: UUID | str) -> None:
         # instead of the delete failing its foreign-key check at commit on PostgreSQL.
         list(Conversation.objects.select_for_update().filter(pk=conversation_id).values("pk"))
         Conversation.objects.filter(pk=conversation_id).delete()
-        transaction.on_commit(lambda: remove_conversation_files(conversation_id))
+        transaction.on_commit(lambda: _files_remove(conversation_id))
+
+
+def _files_remove(conversation_id: UUID | str) -> None:
+    """A deleted conversation's files: its folder in ``DATA_DIR``, and its objects when assets
+    are kept in object storage (a store that cannot be reached now leaves them to
+    ``purge_orphans``: they belong to no conversation)."""
+    remove_conversation_files(conversation_id)
+    store = asset_store()
+    if store.name != "local":
+        try:
+            store.remove_conversation(conversation_id)
+        except OSError as exc:
+            logger.warning("the objects of deleted conversation %s stay: %s", conversation_id, exc)

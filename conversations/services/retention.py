@@ -31,12 +31,15 @@ def conversations_purge(*, older_than_days: int) -> int:
     return count
 
 
-def orphans_purge() -> list[Path]:
+def orphans_purge() -> list[Path | str]:
     """Remove attempt folders no asset row points into and no unfinished call still owns, and
-    folders of conversations that no longer exist (``conversations/orphans.py``). Returns what
-    was removed."""
-    removed: list[Path] = []
+    folders of conversations that no longer exist (``conversations/orphans.py``), and the same
+    of the bucket when assets are kept in object storage. Returns what was removed."""
+    removed: list[Path | str] = []
     for orphan in orphan_folders():
-        shutil.rmtree(orphan.path, ignore_errors=True)
-        removed.append(orphan.path)
+        if orphan.store is None:
+            shutil.rmtree(orphan.path, ignore_errors=True)
+        else:  # the objects of an attempt, or of a deleted conversation, in object storage
+            orphan.store.remove(str(orphan.path))
+        removed.append(orphan.path if orphan.store is None else str(orphan))
     return removed

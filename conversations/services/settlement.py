@@ -39,6 +39,8 @@ from ..sql.common import AssetRow, SettlingCall, maybe_uuid, settling_call_load
 from ..storage import (
     CAPTURE_MEDIA_TYPE,
     FileExistsDifferent,
+    StorageUnavailable,
+    asset_store,
     attempt_relative,
     capture_snapshot,
     data_dir,
@@ -150,11 +152,13 @@ def _unstored_outcome(
     keep their reason: only their files are missing."""
     if outcome != "completed":
         return outcome, reason
-    cause = exc.strerror or type(exc).__name__
+    unavailable = isinstance(exc, StorageUnavailable)  # its message says what the store said
+    cause = exc.strerror or (str(exc) if unavailable else "") or type(exc).__name__
+    where = "the asset storage" if unavailable else "DATA_DIR"
     if spec.replay_safe:
-        return "failed", f"The result could not be stored in DATA_DIR: {cause}."
+        return "failed", f"The result could not be stored in {where}: {cause}."
     return "indeterminate", (
-        f"The result could not be stored in DATA_DIR ({cause}): the call ran, but what it did "
+        f"The result could not be stored in {where} ({cause}): the call ran, but what it did "
         "is not on record."
     )
 
@@ -171,8 +175,10 @@ def _prepare_unstored(
     they can be read, else none."""
     bare = {"result": None, "text": None, "items": None, "process": None, "store": False}
     try:
-        return _prepare(call, spec=spec, outcome=outcome, reason=reason, files=files, **bare)
-    except OSError:  # a capture file cannot be read either
+        prepared = _prepare(call, spec=spec, outcome=outcome, reason=reason, files=files, **bare)
+        asset_store().upload(prepared.assets)
+        return prepared
+    except OSError:  # a capture file cannot be read (or stored) either
         return _prepare(call, spec=spec, outcome=outcome, reason=reason, files=(), **bare)
 
 
@@ -347,11 +353,15 @@ def call_settle(
             files=files,
             page=page,
         )
+        # The files become the asset store's before the transaction commits their rows (a
+        # no-op for DATA_DIR, where they already are); a crash between the two leaves objects
+        # no row owns, which ``purge_orphans`` removes.
+        asset_store().upload(prepared.assets)
     except FileExistsDifferent as exc:
         raise StaleClaim("Another settlement of this attempt wrote its result first.") from exc
     except OSError as exc:
-        # DATA_DIR refused the attempt's files (a full disk, most often): settle now, without
-        # them and saying why, rather than leave the call to its lease and a vaguer recovery.
+        # DATA_DIR or the asset store refused the attempt's files (a full disk, most often):
+        # settle now, without them and saying why, rather than leave the call to its lease and a vaguer recovery.
         outcome, reason = _unstored_outcome(spec, outcome, reason, exc)
         logger.warning(
             "settling without the attempt's files: %s",

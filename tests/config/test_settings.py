@@ -203,3 +203,57 @@ def test_metrics_settings_that_cannot_be_used_stop_the_process(tmp_path, env, li
     result = _metrics_settings(tmp_path, **env)
     assert result.returncode == 1
     assert result.stderr.startswith(line) and "Traceback" not in result.stderr
+
+
+def _storage_settings(tmp_path, **env):
+    probe = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(sorted(s.ASSET_STORAGE.items()))"
+    )
+    return _settings(tmp_path, probe=probe, DEBUG="1", **env)
+
+
+def test_the_asset_storage_is_local_unless_set_and_s3_names_its_bucket_and_prefix(tmp_path):
+    result = _storage_settings(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[('backend', 'local')]"
+    result = _storage_settings(
+        tmp_path,
+        TOOLCORE_ASSET_STORAGE="s3://toolcore-assets/prod/a/",
+        TOOLCORE_S3_ENDPOINT_URL="http://127.0.0.1:8333",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "[('backend', 's3'), ('bucket', 'toolcore-assets'), "
+        "('endpoint_url', 'http://127.0.0.1:8333'), ('prefix', 'prod/a')]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        ({"TOOLCORE_ASSET_STORAGE": "/srv/assets"}, "TOOLCORE_ASSET_STORAGE: must be local or s3"),
+        ({"TOOLCORE_ASSET_STORAGE": "s3://"}, "TOOLCORE_ASSET_STORAGE: must be local or s3"),
+        ({"TOOLCORE_ASSET_STORAGE": "s3://Bad_Bucket/x"}, "TOOLCORE_ASSET_STORAGE: 'Bad_Bucket'"),
+        ({"TOOLCORE_ASSET_STORAGE": "s3://assets/a/../b"}, "TOOLCORE_ASSET_STORAGE: the prefix"),
+        (
+            {"TOOLCORE_ASSET_STORAGE": "s3://assets/p", "TOOLCORE_S3_ENDPOINT_URL": "ftp://x"},
+            "TOOLCORE_S3_ENDPOINT_URL: must be an http:// or https:// URL",
+        ),
+        (
+            {"TOOLCORE_S3_ENDPOINT_URL": "http://127.0.0.1:8333"},
+            "TOOLCORE_S3_ENDPOINT_URL: is set, but TOOLCORE_ASSET_STORAGE is not",
+        ),
+        (
+            {"TOOLCORE_ASSET_STORAGE": "s3://assets/p", "AWS_ACCESS_KEY_ID": "k"},
+            "AWS_SECRET_ACCESS_KEY: AWS_ACCESS_KEY_ID and it are set together",
+        ),
+    ],
+)
+def test_asset_storage_settings_that_cannot_be_used_stop_the_process(tmp_path, env, line):
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "")
+    env.setdefault("AWS_ACCESS_KEY_ID", "")
+    result = _storage_settings(tmp_path, **env)
+    assert result.returncode == 1
+    assert result.stderr.startswith(line), result.stderr
+    assert "Traceback" not in result.stderr

@@ -34,7 +34,8 @@ from conversations.services.exits import command_exit_record
 from conversations.services.mcp_sessions import mcp_session_open
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
-from conversations.storage import absolute_from_data
+from conversations.storage import asset_store
+from tests.storage.helpers import store_replace
 from tools.models import (
     AsyncRun,
     Launch,
@@ -554,7 +555,7 @@ def test_verify_reports_ok_then_corrupt(staff, world):
     asset = Asset.objects.get(event=world.response, kind="payload")
     response = run_action(staff, Asset, "verify_digest", [asset.pk])
     assert any(text.endswith("OK, SHA-256 matches.") for text in sent_messages(response))
-    absolute_from_data(asset.path).write_bytes(b'{"content":"tampered"}')
+    store_replace(asset, b'{"content":"tampered"}')  # the file, or the object in the bucket
     response = run_action(staff, Asset, "verify_digest", [asset.pk])
     reports = sent_messages(response)
     assert any(str(asset.pk) in text and "corrupt" in text for text in reports)
@@ -746,7 +747,7 @@ def test_response_event_shows_projections_side_by_side_and_assets(staff, world):
     assert asset.sha256 in text
     assert f"{asset.size} bytes" in text
     assert reverse("admin:conversations_asset_verify", args=[asset.pk]) in text
-    assert str(absolute_from_data(asset.path)) in text
+    assert asset_store().location(asset.path) in text
     assert text.count("its assistant message") == 1  # marked in the turn's events, listed once
 
 

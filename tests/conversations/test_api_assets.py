@@ -3,38 +3,38 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from conversations.models import (
     Asset,
 )
 from conversations.services.claims import claim_acquire
 from conversations.services.settlement import AttemptFile, ClaimGuard, call_settle
-from conversations.storage import attempt_dir
+from conversations.storage import absolute_from_data, asset_store, attempt_dir
+from tests.storage.helpers import store_remove, store_replace, stored_bytes
 
 from .api_helpers import API, assert_error, settle_host
 from .helpers import assistant_calls, new_conversation, open_turn
 
 # --- 3. assets ---------------------------------------------------------------------------------
+# On either asset store (TOOLCORE_TEST_ASSET_STORAGE=s3: objects in SeaweedFS, tests/conftest.py).
 
 
-def _payload_asset(user, result: Any) -> tuple[Asset, Path]:
+def _payload_asset(user, result: Any) -> Asset:
     conversation = new_conversation(user)
     turn_id = open_turn(conversation)
     (call_id,) = assistant_calls(conversation, turn_id, ("notes", {})).call_ids
     event = settle_host(call_id, result=result)
     asset = Asset.objects.get(pk=event.payload["assetIds"][0])
-    return asset, Path(settings.DATA_DIR) / asset.path
+    return asset
 
 
 @pytest.mark.django_db
 def test_asset_full_and_range_reads(api, user):
-    asset, path = _payload_asset(user, {"text": "0123456789" * 10})
-    data = path.read_bytes()
+    asset = _payload_asset(user, {"text": "0123456789" * 10})
+    data = stored_bytes(asset)
     size = len(data)
     assert asset.kind == "payload" and asset.size == size
     url = f"{API}/assets/{asset.pk}"
@@ -77,15 +77,17 @@ def test_asset_full_and_range_reads(api, user):
 
 @pytest.mark.django_db
 def test_a_tampered_asset_is_409_and_serves_nothing(api, user):
-    asset, path = _payload_asset(user, {"text": "original bytes"})
+    asset = _payload_asset(user, {"text": "original bytes"})
     url = f"{API}/assets/{asset.pk}"
     assert api.get(url).status_code == 200  # verified once (and maybe remembered)
-    original = path.read_bytes()
+    original = stored_bytes(asset)
     tampered = original.replace(b"original", b"ORIGINAL")
     assert len(tampered) == len(original)
-    path.write_bytes(tampered)
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    store_replace(asset, tampered)
+    if asset_store().name == "local":
+        path = absolute_from_data(asset.path)
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
     for headers in ({}, {"HTTP_RANGE": "bytes=0-3"}):
         response = api.get(url, **headers)
         assert_error(response, 409, "asset_corrupt")
@@ -93,12 +95,12 @@ def test_a_tampered_asset_is_409_and_serves_nothing(api, user):
         assert b"ORIGINAL" not in response.content
     assert_error(api.get(f"{url}/lines"), 409, "asset_corrupt")
     # Resized and then missing files are refused too.
-    path.write_bytes(original + b" ")
+    store_replace(asset, original + b" ")
     assert_error(api.get(url), 409, "asset_corrupt")
-    path.unlink()
+    store_remove(asset)
     assert_error(api.get(url), 409, "asset_corrupt")
     # Restored: served again.
-    path.write_bytes(original)
+    store_replace(asset, original)
     assert api.get(url).status_code == 200
 
 
@@ -137,7 +139,9 @@ def test_asset_lines_paging(api, user):
     assert tail["offset"] == 150 and tail["limit"] == 100 and tail["totalLines"] == 250
     assert tail["nextOffset"] is None and tail["status"] is None
     assert tail["truncated"] is True
-    assert tail["path"] == str(stdout.resolve())
+    assert tail["path"] == asset_store().location(asset.path)
+    if asset_store().name == "local":
+        assert tail["path"] == str(stdout.resolve())
 
     first = api.get(f"{url}?offset=0&limit=40").json()
     assert first["lines"] == [f"line {i}" for i in range(40)]

@@ -20,6 +20,7 @@ from conversations.services.queue import queue_ack
 from conversations.services.recovery import recover_all
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data, attempt_relative, data_dir, sha256_file
+from tests.storage.helpers import stored_bytes
 from tools.models import AsyncRun, PermissionRule
 from tools.runtime.async_runs.services import (
     TAIL_BYTES,
@@ -226,6 +227,8 @@ def test_a_lost_run_waits_for_its_call_and_fixes_what_it_captured(user, settings
         for asset in assets:
             assert f"/{folder}/" in asset.path
             assert sha256_file(absolute_from_data(asset.path)) == asset.sha256
+            # The asset of record: the file, or the object uploaded before the notice's commit.
+            assert hashlib.sha256(stored_bytes(asset)).hexdigest() == asset.sha256
     text = response.payload["modelContent"][0]["text"]
     output = Asset.objects.get(event=response, kind="output")
     assert f"11 bytes of output were captured before the stop: {data_dir() / output.path}" in text

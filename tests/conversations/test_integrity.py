@@ -18,7 +18,8 @@ from conversations.models import Asset, Conversation, ConversationEvent, Executi
 from conversations.services.claims import claim_acquire
 from conversations.services.messages import message_post
 from conversations.services.settlement import ClaimGuard, call_settle
-from conversations.storage import absolute_from_data, attempt_dir, conversation_dir
+from conversations.storage import asset_store, attempt_dir, conversation_dir
+from tests.storage.helpers import store_remove, store_replace, stored_bytes
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -238,18 +239,17 @@ def test_a_running_call_without_its_claim_or_at_another_generation_is_named(sett
 def test_a_missing_an_altered_and_a_resized_asset_file_are_named(settled):
     _, _, done, *_ = settled
     (asset,) = Asset.objects.filter(tool_call_id=done)
-    path = absolute_from_data(asset.path)
-    original = path.read_bytes()
-    path.write_bytes(original[:-1] + b"!")  # same size, other bytes
+    original = stored_bytes(asset)  # a file in DATA_DIR, or an object in the bucket
+    store_replace(asset, original[:-1] + b"!")  # same size, other bytes
     code, output = check()
     assert code == 1
     (line,) = breaches(output)
     assert line.startswith(f"assets: asset {asset.pk} ({asset.path}): its file's SHA-256 is ")
     assert check("--no-hash")[0] == 0  # sizes only: the same size passes
-    path.write_bytes(original + b"more")
+    store_replace(asset, original + b"more")
     (line,) = breaches(check("--no-hash")[1])
     assert line.endswith(f"its file has {len(original) + 4} bytes, {asset.size} recorded")
-    path.unlink()
+    store_remove(asset)
     code, output = check()
     assert code == 1
     (line,) = breaches(output)
@@ -262,7 +262,8 @@ def test_an_asset_path_outside_data_dir_is_named(settled):
     _, _, done, *_ = settled
     Asset.objects.filter(tool_call_id=done).update(path="../../etc/passwd")
     (line,) = breaches(check()[1])
-    assert line.endswith("(../../etc/passwd): its path leads outside DATA_DIR")
+    outside = "DATA_DIR" if asset_store().name == "local" else "the bucket's prefix"
+    assert line.endswith(f"(../../etc/passwd): its path leads outside {outside}")
 
 
 def test_an_orphan_attempt_folder_older_than_the_lease_is_named_with_its_remedy(settled):

