@@ -14,6 +14,7 @@ from ..models import Conversation, ToolCall
 from ..storage import remove_conversation_files, resolve_workspace
 from .cancel import call_cancel
 from .participants import delete_participants
+from .runners import READY, announce
 
 
 def conversation_create(
@@ -50,3 +51,19 @@ def conversation_delete(*, conversation_id: UUID | str) -> None:
         list(Conversation.objects.select_for_update().filter(pk=conversation_id).values("pk"))
         Conversation.objects.filter(pk=conversation_id).delete()
         transaction.on_commit(lambda: remove_conversation_files(conversation_id))
+
+
+def conversations_host_release(*, host: str) -> int:
+    """Give up the conversations pinned to ``host``, a host gone with their workspaces
+    (recovery, ``tools/runtime/presence.py``): each unpinned, ``lost_host`` naming it, so its
+    next call settles failed saying so (``Taken.lost_host``) and the ones after run on any host.
+    The workers are woken for the calls that waited for the host. How many were released."""
+    with transaction.atomic():
+        waiting = (
+            ToolCall.objects.filter(state=ToolCall.State.READY, conversation__host=host)
+            .values_list("tool_name", flat=True)
+            .distinct()
+        )
+        for tool_name in set(waiting):
+            announce(READY, tool_name)
+        return Conversation.objects.filter(host=host).update(host="", lost_host=host)
