@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # the README's walkthrough can be repeated; `make run DEMO=keep` keeps the one there is.
 DEMO ?= reset
 
-.PHONY: run test lint format bench clean
+.PHONY: run test two-hosts lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ run: $(STAMP)
 test: $(STAMP)
 	@test -x /usr/bin/chromium || echo "Chromium not found at /usr/bin/chromium: browser tests skipped (apt-get install chromium)"
 	$(BIN)/python -m pytest -rs
+
+# Two hosts on this machine with no shared directory (tests/hosts/): two daphnes and two workers,
+# each pair with its own DATA_DIR, workspace root and TOOLCORE_HOST_NAME. Needs PostgreSQL and
+# Redis (skipped, saying so, without them), e.g.
+#   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379/0 make two-hosts
+two-hosts: $(STAMP)
+	$(BIN)/python -m pytest -rs -m hosts tests/hosts
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
