@@ -37,7 +37,7 @@ class LogQuery(Schema):
 def log_page(folder: str, query: LogQuery, status: str, *, host: str = "") -> HttpResponse:
     """A page of the capture file ``stream`` of ``folder`` (below ``DATA_DIR``) by lines
     (``truncated``: capture stopped at its cap); read here, or asked of ``host`` when the file
-    is on that host's disk only."""
+    is on that host's disk only (not here: a ``DATA_DIR`` shared on NFS is read here)."""
     asked = {
         "folder": folder,
         "stream": query.stream,
@@ -46,18 +46,27 @@ def log_page(folder: str, query: LogQuery, status: str, *, host: str = "") -> Ht
         "status": status,
     }
     remote = (
-        host and host != settings.TOOLCORE_HOST_NAME and not settings.TOOLCORE_SHARED_WORKSPACES
+        host
+        and host != settings.TOOLCORE_HOST_NAME
+        and not settings.TOOLCORE_SHARED_WORKSPACES
+        and not _capture(asked).exists()
     )
     return json_response(page_asked(host, asked) if remote else page_read(asked))
 
 
-def page_read(asked: dict[str, Any]) -> dict[str, Any]:
-    """The page ``asked`` (``log_page``'s keys) of this host's disk; ``ValidationFailed`` for
-    a bad offset, or a folder or stream that is not a capture's."""
+def _capture(asked: dict[str, Any]) -> Path:
+    """The capture file ``asked`` names, below ``DATA_DIR``; ``ValidationFailed`` for a folder
+    or a stream that is not a capture's."""
     folder, stream = PurePosixPath(str(asked["folder"])), asked["stream"]
     if folder.is_absolute() or ".." in folder.parts or stream not in STREAMS:
         raise ValidationFailed("Not a capture file.", field="stream")
-    path = data_dir() / folder / f"{stream}.txt"
+    return data_dir() / folder / f"{stream}.txt"
+
+
+def page_read(asked: dict[str, Any]) -> dict[str, Any]:
+    """The page ``asked`` (``log_page``'s keys) of this host's disk; ``ValidationFailed`` for
+    a bad offset (or ``_capture``'s)."""
+    path = _capture(asked)
     offset, limit, status = asked["offset"], asked["limit"], asked["status"]
     try:
         truncated = path.stat().st_size >= CAPTURE_MAX_BYTES
