@@ -74,17 +74,32 @@ async def _ask(channel: str, asked: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def pages_channel() -> str | None:
-    """A channel for this worker to answer on; None without a channel layer."""
+    """A channel for this worker to answer on; None without a channel layer, or when the layer
+    is away at the worker's start (its host's pages then answer 503; its calls run all the
+    same)."""
     layer = get_channel_layer()
-    return None if layer is None else await layer.new_channel()
+    if layer is None:
+        return None
+    try:
+        return await layer.new_channel()
+    except Exception:  # noqa: BLE001 - Redis away: the worker runs calls without it
+        logger.warning("no channel for other hosts' log pages", exc_info=True)
+        return None
 
 
 async def answer_pages(channel: str, read: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     """Answer the questions sent to ``channel`` with ``read`` (on a thread: it reads files),
-    until cancelled."""
+    until cancelled; a layer that drops is read again a second later."""
     layer = get_channel_layer()
     while True:
-        message = await layer.receive(channel)
+        try:
+            message = await layer.receive(channel)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - Redis away for a moment: the asker waits or 503s
+            logger.warning("log page questions lost; listening again", exc_info=True)
+            await asyncio.sleep(1)
+            continue
         if message.get("type") != ASK:
             continue
         try:
@@ -94,4 +109,7 @@ async def answer_pages(channel: str, read: Callable[[dict[str, Any]], dict[str, 
         except Exception:  # noqa: BLE001 - this worker's fault: the asker answers 503
             logger.exception("log page for another host failed")
             continue
-        await layer.send(message["reply"], {"type": ANSWER, **answer})
+        try:
+            await layer.send(message["reply"], {"type": ANSWER, **answer})
+        except Exception:  # noqa: BLE001 - the asker gave up, or Redis is away: it answers 503
+            logger.warning("log page answer not sent", exc_info=True)
