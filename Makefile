@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # the README's walkthrough can be repeated; `make run DEMO=keep` keeps the one there is.
 DEMO ?= reset
 
-.PHONY: run test test-assets lint format bench clean
+.PHONY: run test test-assets two-hosts lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ ASSET_TESTS := tests/storage tests/conversations/test_api_assets.py \
 	tests/conversations/test_async_runs.py tests/faults/test_disk_full.py tests/tools/test_bash.py
 test-assets: $(STAMP)
 	TOOLCORE_TEST_ASSET_STORAGE=s3 $(BIN)/python -m pytest -rs $(ASSET_TESTS)
+
+# Two hosts on this machine with no shared directory (tests/hosts/): two daphnes and two workers,
+# each pair with its own DATA_DIR, workspace root and TOOLCORE_HOST_NAME. Needs PostgreSQL and
+# Redis (skipped, saying so, without them), e.g.
+#   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379/0 make two-hosts
+two-hosts: $(STAMP)
+	$(BIN)/python -m pytest -rs -m hosts tests/hosts
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -322,6 +322,14 @@ TOOLCORE_WORKERS = _env_int("TOOLCORE_WORKERS", 0 if REDIS_URL else 1, minimum=0
 # Calls one worker runs at once (each a handler task; processes are asyncio subprocesses).
 TOOLCORE_WORKER_CONCURRENCY = _env_int("TOOLCORE_WORKER_CONCURRENCY", 4, minimum=1)
 TOOLCORE_CLAIM_LEASE = _env_int("TOOLCORE_CLAIM_LEASE", 30, minimum=1)
+# Workspaces pinned to a host (docs/deployment.md, "Pinned workspaces"): off, every host may run
+# any conversation's calls, when the workspace root is shared (NFS), and on SQLite, whose one
+# file is one machine's. On: a conversation's calls run on the host of its first one, and a host
+# without a live worker for TOOLCORE_HOST_GRACE seconds gives its conversations up.
+TOOLCORE_SHARED_WORKSPACES = _env_bool(
+    "TOOLCORE_SHARED_WORKSPACES", DATABASES["default"]["ENGINE"].endswith("sqlite3")
+)
+TOOLCORE_HOST_GRACE = _env_int("TOOLCORE_HOST_GRACE", 300, minimum=1)
 TOOLCORE_MAX_ATTEMPTS = _env_int("TOOLCORE_MAX_ATTEMPTS", 3, minimum=1)
 TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30, minimum=0)
 # Seconds an MCP server has to answer one tool call (docs/mcp.md); then it is told to stop.

@@ -136,3 +136,13 @@ def found(rows: Any, pk: Any, what: str) -> Any:
     if not hit:
         raise NotFound(f"{what} not found.")
     return hit[0]
+
+
+class HostUnavailable(DomainError):
+    """What was asked is on the disk of a worker host none of whose workers answers (pinned
+    workspaces, docs/deployment.md): the outage answer, 503 ``unavailable``."""
+
+    status, code = 503, "unavailable"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "5"}

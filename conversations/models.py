@@ -52,10 +52,21 @@ class Conversation(TimeStamped):
     # Relative to TOOLCORE_WORKSPACE_ROOT/<owner id>/; default: the conversation id.
     workspace = models.CharField(max_length=1024)
     last_sequence = models.PositiveBigIntegerField(default=0)
+    # The worker host whose local disk holds the workspace (TOOLCORE_HOST_NAME), pinned by the
+    # claim of its first call run by a worker; "" while none ran, or without pinning
+    # (TOOLCORE_SHARED_WORKSPACES). Its later calls are claimed only by that host's workers.
+    host = models.CharField(max_length=255, blank=True, default="")
+    # A host that went away with the workspace (released by recovery, host = ""): the next
+    # call claimed settles failed naming it, and the conversation starts again elsewhere.
+    lost_host = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["owner", "-created_at"], name="conv_owner_recent")]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="conv_owner_recent"),
+            # The recovery sweep's pinned hosts, and a release's conversations.
+            models.Index(fields=["host"], name="conv_pinned_host", condition=~Q(host="")),
+        ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)

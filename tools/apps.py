@@ -9,9 +9,9 @@ class ToolsConfig(AppConfig):
         # Imported here, not at the top: the runtime imports the core's services, which need
         # every app's models loaded. What the core calls of the runtime is registered here, in
         # every process (conversations/services/runners.py, participants.py); recovery sweeps
-        # the participants in this order: async runs, then launches. The MCP servers' tools
-        # join the catalog through its provider hook (tools/catalog.py).
-        from .runtime import handlers
+        # the participants in this order: async runs, then launches, then the hosts gone. The
+        # MCP servers' tools join the catalog through its provider hook (tools/catalog.py).
+        from .runtime import handlers, presence
         from .runtime.async_runs import services as async_runs
         from .runtime.launches import services as launches
         from .runtime.left_processes import services as left_processes
@@ -21,4 +21,5 @@ class ToolsConfig(AppConfig):
         left_processes.register()
         async_runs.register()
         launches.register()
+        presence.register()
         mcp.register()

@@ -135,6 +135,10 @@ class Launch(ProcessRecord):
     name = models.CharField(max_length=200)
     command = models.TextField()
     cwd = models.CharField(max_length=1024, blank=True, default="")
+    # The host whose disk holds ``cwd`` when it lies in a conversation's workspace pinned to
+    # one (docs/deployment.md, "Pinned workspaces"): only its workers take the launch. "" for
+    # any host.
+    workspace_host = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         ordering = ["-started_at"]
@@ -255,6 +259,9 @@ class WorkerHeartbeat(models.Model):
     host = models.CharField(max_length=255)
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField(db_index=True)
+    # Its channel on the channel layer, where a web process of another host asks it for a log
+    # page of its host's disk (``tools/runtime/host_pages.py``); "" when it answers none.
+    channel = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         ordering = ["host", "name"]

@@ -7,6 +7,7 @@ Holding one means: the row is ``running`` and its generation and claim token are
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from django.db import transaction
 
 from .. import metrics
 from ..errors import StaleClaim
-from ..models import ExecutionClaim, ToolCall
+from ..models import Conversation, ExecutionClaim, ToolCall
 from ..sql import vendor_sql
 from ..sql.interface import ClaimedRow
 from . import publish
@@ -51,6 +52,9 @@ class Taken:
     tool_name: str
     arguments: Any
     workspace: str  # the conversation's, below its owner's root
+    # The host that went away with the conversation's workspace, when this is the conversation's
+    # first call claimed since recovery released it: it settles failed, not run (``host_lost``).
+    lost_host: str = ""
 
 
 def lease() -> timedelta:
@@ -103,6 +107,7 @@ def claim_acquire_batch(
     owner_id: Any = None,
     announce: bool = True,
     token_for: Callable[[UUID, int], UUID] | None = None,
+    host: str | None = None,
 ) -> list[Claim]:
     """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations when
     given), oldest first, in one transaction. On PostgreSQL one statement picks the calls
@@ -119,10 +124,53 @@ def claim_acquire_batch(
     transaction, so no other transaction ever sees the random ones.
 
     Leases run from the database's now, not this process's: a worker whose clock is wrong
-    neither keeps a claim past its lease nor sees another's run out early."""
+    neither keeps a claim past its lease nor sees another's run out early.
+
+    ``host``: the claimer's host when workspaces are pinned (docs/deployment.md, "Pinned
+    workspaces"): only calls of conversations pinned to it or to none, and those pinned to it
+    in the same transaction. A conversation another host pinned meanwhile (or whose row was
+    busy) undoes the whole batch, which is tried again (``PIN_TRIES``)."""
     # The SQL moves each call it picks ready → running in the statement, with no Python per
     # row: that move is checked against the table once, for the batch.
     check_move(S.READY, S.RUNNING)
+    for tried in range(1, PIN_TRIES + 1):
+        try:
+            return _claim_batch(
+                tool_names=tool_names,
+                worker=worker,
+                limit=limit,
+                owner_id=owner_id,
+                announce=announce,
+                token_for=token_for,
+                host=host,
+            )
+        except _PinRefused:
+            if tried < PIN_TRIES:
+                time.sleep(PIN_RETRY_SECONDS * tried)
+    return []
+
+
+# A batch whose pin was refused (a rare race: two hosts' first calls of one conversation, or
+# its row busy) is tried this many times in all, after 20 ms, then 40 ms; then the calls wait
+# for the next pickup.
+PIN_TRIES = 3
+PIN_RETRY_SECONDS = 0.02
+
+
+class _PinRefused(Exception):
+    """A claimed call's conversation could not be pinned to the claimer's host."""
+
+
+def _claim_batch(
+    *,
+    tool_names: Sequence[str],
+    worker: str,
+    limit: int,
+    owner_id: Any,
+    announce: bool,
+    token_for: Callable[[UUID, int], UUID] | None,
+    host: str | None,
+) -> list[Claim]:
     with publish.atomic():
         claimed = vendor_sql().claim_ready(
             tool_names=list(tool_names),
@@ -130,7 +178,10 @@ def claim_acquire_batch(
             limit=limit,
             owner_id=owner_id,
             lease_seconds=settings.TOOLCORE_CLAIM_LEASE,
+            host=host,
         )
+        if host is not None:
+            _pinned(claimed, host)
         if token_for is not None and claimed:
             claimed = _tokens_replaced(claimed, token_for)
         _pickups_counted(
@@ -149,6 +200,7 @@ def claim_acquire_batch(
                     tool_name=row.tool_name,
                     arguments=json.loads(row.arguments),
                     workspace=row.workspace,
+                    lost_host=row.lost_host if host is not None else "",
                 ),
             )
             for row in claimed
@@ -156,6 +208,21 @@ def claim_acquire_batch(
         if announce and claims:
             _announce(claims)
     return claims
+
+
+def _pinned(claimed: list[ClaimedRow], host: str) -> None:
+    """Pin to ``host`` the conversations of ``claimed`` that were pinned to none; called in the
+    claim's transaction. ``_PinRefused`` (rolling it back) when one is pinned elsewhere now or
+    its row was busy: its calls must not run here."""
+    unpinned = {str(row.conversation_id) for row in claimed if row.host != host}
+    if not unpinned:
+        return  # the hot path: the conversations were this host's already
+    refused = unpinned - vendor_sql().conversations_pin(
+        conversation_ids=sorted(unpinned), host=host
+    )
+    # Another worker of this host may have pinned one and committed since the pick: fine.
+    if refused and Conversation.objects.filter(pk__in=refused).exclude(host=host).exists():
+        raise _PinRefused
 
 
 def _tokens_replaced(

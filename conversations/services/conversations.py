@@ -15,6 +15,7 @@ from ..models import Conversation, ToolCall
 from ..storage import asset_store, remove_conversation_files, resolve_workspace
 from .cancel import call_cancel
 from .participants import delete_participants
+from .runners import READY, announce
 
 logger = logging.getLogger(__name__)
 
@@ -66,3 +67,19 @@ def _files_remove(conversation_id: UUID | str) -> None:
             store.remove_conversation(conversation_id)
         except OSError as exc:
             logger.warning("the objects of deleted conversation %s stay: %s", conversation_id, exc)
+
+
+def conversations_host_release(*, host: str) -> int:
+    """Give up the conversations pinned to ``host``, a host gone with their workspaces
+    (recovery, ``tools/runtime/presence.py``): each unpinned, ``lost_host`` naming it, so its
+    next call settles failed saying so (``Taken.lost_host``) and the ones after run on any host.
+    The workers are woken for the calls that waited for the host. How many were released."""
+    with transaction.atomic():
+        waiting = (
+            ToolCall.objects.filter(state=ToolCall.State.READY, conversation__host=host)
+            .values_list("tool_name", flat=True)
+            .distinct()
+        )
+        for tool_name in set(waiting):
+            announce(READY, tool_name)
+        return Conversation.objects.filter(host=host).update(host="", lost_host=host)

@@ -65,6 +65,9 @@ class ClaimedRow(NamedTuple):
     # When it became ready (its row's last change before the claim; naive UTC from SQLite):
     # toolcore_pickup_seconds (conversations/metrics.py).
     ready_at: datetime
+    # The conversation's pin as the claim read it (``Conversation.host``, ``lost_host``).
+    host: str
+    lost_host: str
 
 
 class VendorSQL(Protocol):
@@ -120,11 +123,21 @@ class VendorSQL(Protocol):
         limit: int,
         owner_id: Any,
         lease_seconds: float,
+        host: str | None = None,
     ) -> list[ClaimedRow]:
         """Claim up to ``limit`` ready calls of ``tool_names`` (of ``owner_id``'s conversations
         when it is not None), oldest first: each moves ``running`` with ``generation + 1`` and
         gets a claim with a new token and a lease of ``lease_seconds`` from the database's now.
-        A call another claimer holds is passed over, never claimed twice."""
+        A call another claimer holds is passed over, never claimed twice. With ``host``, only
+        calls of conversations pinned to it or to none (``Conversation.host``); pinning the
+        latter is :meth:`conversations_pin`'s, in the same transaction."""
+        ...
+
+    def conversations_pin(self, *, conversation_ids: list[Any], host: str) -> set[str]:
+        """Pin the unpinned conversations of ``conversation_ids`` to ``host`` (``lost_host``
+        cleared); the ids (as ``str(UUID)``) pinned. One whose row another transaction holds
+        is passed over, not waited for: the claimer holds call rows, and every other writer
+        locks the conversation before its calls."""
         ...
 
     def claim_renew(

@@ -263,16 +263,27 @@ def claim_renew(
     return None if row is None else row[0]
 
 
-def _claim_sql(by_owner: bool) -> str:
+def _claim_sql(by_owner: bool, pinned: bool) -> str:
     owner = (
         f"AND c.conversation_id IN (SELECT id FROM {CONVERSATIONS} WHERE owner_id = %(owner)s) "
         if by_owner
         else ""
     )
+    # Pinned: the conversation's host, read by its primary key for each call the pick looks
+    # at. A scalar subquery, not a join: with the tables' statistics either costs the same, but
+    # without them (freshly filled tables) the planner loops a join over every ready call,
+    # which measured twice the subquery's cost. Only the calls are locked, so a conversation
+    # busy appending an event is no reason to pass its calls over.
+    pin = (
+        f"AND (SELECT p.host FROM {CONVERSATIONS} p WHERE p.id = c.conversation_id) "
+        f"IN ('', %(host)s) "
+        if pinned
+        else ""
+    )
     return (
         f"WITH picked AS (SELECT c.id, c.updated_at FROM {CALLS} c WHERE c.state = 'ready' "
-        f"AND c.tool_name = ANY(%(tools)s) {owner}ORDER BY c.created_at LIMIT %(limit)s "
-        f"FOR UPDATE SKIP LOCKED), "
+        f"AND c.tool_name = ANY(%(tools)s) {owner}{pin}ORDER BY c.created_at LIMIT %(limit)s "
+        f"FOR UPDATE OF c SKIP LOCKED), "
         f"moved AS (UPDATE {CALLS} c SET state = 'running', generation = c.generation + 1, "
         f"updated_at = statement_timestamp() FROM picked WHERE c.id = picked.id "
         f"RETURNING c.id, c.generation, c.created_at, c.conversation_id, c.turn_id, c.tool_name, "
@@ -283,18 +294,28 @@ def _claim_sql(by_owner: bool) -> str:
         f"statement_timestamp() + %(lease)s * interval '1 second', '', statement_timestamp() "
         f"FROM moved RETURNING call_id, token, expires_at) "
         f"SELECT m.id, cl.token, m.generation, cl.expires_at, m.conversation_id, m.turn_id, "
-        f"m.tool_name, m.arguments::text, v.owner_id, v.workspace, m.ready_at "
-        f"FROM moved m JOIN claimed cl "
+        f"m.tool_name, m.arguments::text, v.owner_id, v.workspace, m.ready_at, v.host, "
+        f"v.lost_host FROM moved m JOIN claimed cl "
         f"ON cl.call_id = m.id "
         f"JOIN {CONVERSATIONS} v ON v.id = m.conversation_id ORDER BY m.created_at"
     )
 
 
-_CLAIM_SQL = {by_owner: _claim_sql(by_owner) for by_owner in (False, True)}
+_CLAIM_SQL = {
+    (by_owner, pinned): _claim_sql(by_owner, pinned)
+    for by_owner in (False, True)
+    for pinned in (False, True)
+}
 
 
 def claim_ready(
-    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, lease_seconds: float
+    *,
+    tool_names: list[str],
+    worker: str,
+    limit: int,
+    owner_id: Any,
+    lease_seconds: float,
+    host: str | None = None,
 ) -> list[ClaimedRow]:
     """``VendorSQL.claim_ready`` in one statement: the pick is ``FOR UPDATE SKIP LOCKED``, so
     concurrent claimers take different calls instead of waiting on the same ones."""
@@ -304,7 +325,22 @@ def claim_ready(
         "owner": owner_id,
         "lease": lease_seconds,
         "worker": worker,
+        "host": host,
     }
     with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_SQL[owner_id is not None], params)
+        cursor.execute(_CLAIM_SQL[owner_id is not None, host is not None], params)
         return list(map(ClaimedRow._make, cursor.fetchall()))
+
+
+# SKIP LOCKED: see VendorSQL.conversations_pin (lock order).
+_PIN = (
+    f"UPDATE {CONVERSATIONS} SET host = %(host)s, lost_host = '' WHERE id IN (SELECT id FROM "
+    f"{CONVERSATIONS} WHERE id = ANY(%(ids)s) AND host = '' FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+
+
+def conversations_pin(*, conversation_ids: list[Any], host: str) -> set[str]:
+    """``VendorSQL.conversations_pin`` in one statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PIN, {"ids": [maybe_uuid(i) for i in conversation_ids], "host": host})
+        return {str(row[0]) for row in cursor.fetchall()}

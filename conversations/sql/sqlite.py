@@ -226,14 +226,16 @@ class _Ready(NamedTuple):
     owner_id: int
     workspace: str
     updated_at: Any
+    host: str
+    lost_host: str
 
 
 _PICK = (
     f"SELECT c.id, c.generation, c.conversation_id, c.turn_id, c.tool_name, c.arguments, "
-    f"v.owner_id, v.workspace, c.updated_at "
+    f"v.owner_id, v.workspace, c.updated_at, v.host, v.lost_host "
     f"FROM {CALLS} c JOIN {CONVERSATIONS} v ON v.id = c.conversation_id "
-    f"WHERE c.state = 'ready' AND c.tool_name IN ({{tools}}) {{owner}}ORDER BY c.created_at "
-    f"LIMIT %s"
+    f"WHERE c.state = 'ready' AND c.tool_name IN ({{tools}}) {{owner}}{{pin}}"
+    f"ORDER BY c.created_at LIMIT %s"
 )
 _MOVE = (
     f"UPDATE {CALLS} SET state = 'running', generation = generation + 1, updated_at = %s "
@@ -246,7 +248,13 @@ _CLAIM = (
 
 
 def claim_ready(
-    *, tool_names: list[str], worker: str, limit: int, owner_id: Any, lease_seconds: float
+    *,
+    tool_names: list[str],
+    worker: str,
+    limit: int,
+    owner_id: Any,
+    lease_seconds: float,
+    host: str | None = None,
 ) -> list[ClaimedRow]:
     """``VendorSQL.claim_ready``: a read, then a compare-and-set a call; the caller's
     transaction's ``BEGIN IMMEDIATE`` keeps other claimers out meanwhile."""
@@ -255,8 +263,14 @@ def claim_ready(
     now = clock()
     expires = now + timedelta(seconds=lease_seconds)
     owner = "AND v.owner_id = %s " if owner_id is not None else ""
-    sql = _PICK.format(tools=", ".join(["%s"] * len(tool_names)), owner=owner)
-    params = [*tool_names, *([owner_id] if owner_id is not None else []), limit]
+    pin = "AND v.host IN ('', %s) " if host is not None else ""
+    sql = _PICK.format(tools=", ".join(["%s"] * len(tool_names)), owner=owner, pin=pin)
+    params = [
+        *tool_names,
+        *([owner_id] if owner_id is not None else []),
+        *([host] if host is not None else []),
+        limit,
+    ]
     at, until = (
         prep(ExecutionClaim, "acquired_at", now),
         prep(ExecutionClaim, "expires_at", expires),
@@ -285,9 +299,26 @@ def claim_ready(
                     owner_id=ready.owner_id,
                     workspace=ready.workspace,
                     ready_at=ready.updated_at,
+                    host=ready.host,
+                    lost_host=ready.lost_host,
                 )
             )
     return claimed
+
+
+_PIN = f"UPDATE {CONVERSATIONS} SET host = %s, lost_host = '' WHERE id = %s AND host = ''"
+
+
+def conversations_pin(*, conversation_ids: list[Any], host: str) -> set[str]:
+    """``VendorSQL.conversations_pin``: the caller's ``BEGIN IMMEDIATE`` already keeps every
+    other writer out, so there is nothing to pass over."""
+    pinned = set()
+    with connection.cursor() as cursor:
+        for conversation_id in conversation_ids:
+            cursor.execute(_PIN, [host, prep(Conversation, "id", conversation_id)])
+            if cursor.rowcount == 1:
+                pinned.add(str(uuid_column(conversation_id)))
+    return pinned
 
 
 # --- the clock ------------------------------------------------------------------------------

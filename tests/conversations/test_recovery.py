@@ -142,11 +142,11 @@ def test_the_group_a_dead_holder_left_is_recorded_for_its_host(user):
 def test_the_runtime_takes_part_in_recovery_deletes_and_purges_in_order():
     """The core never imports the runtime: the runtime registers at start what recovery,
     deleting a conversation and ``purge`` ask of it. Recovery sweeps the lost async runs
-    before the lost launches, as it always did."""
+    before the lost launches, as it always did, and releases the hosts gone last."""
     from conversations.services import participants
     from tools.runtime.async_runs.services import conversation_runs_kill
 
-    assert [p.noun for p in participants.recovery_participants()] == ["async run", "launch"]
+    assert [p.noun for p in participants.recovery_participants()] == ["async run", "launch", "host"]
     assert participants.delete_participants() == [conversation_runs_kill]
     assert [p.noun for p in participants.purge_participants()] == ["ended launch(es)"]
 

@@ -63,6 +63,7 @@ def test_the_protocol_declares_what_the_flow_calls():
         "settlement_write",
         "replay_rows",
         "claim_ready",
+        "conversations_pin",
         "claim_renew",
         "repeatable_read",
         "notify",

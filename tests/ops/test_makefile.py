@@ -28,3 +28,7 @@ def test_make_run_starts_the_demo_afresh_unless_told_to_keep_it():
 
 def test_make_test_says_why_tests_were_skipped():
     assert "-m pytest -rs" in _planned("test")
+
+
+def test_make_two_hosts_runs_the_two_host_suite_and_says_why_it_skipped():
+    assert "-m pytest -rs -m hosts tests/hosts" in _planned("two-hosts")

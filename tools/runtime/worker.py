@@ -50,9 +50,11 @@ from tools.workspaces import owner_workspace_root
 
 from .async_runs.watch import RUN, watch_run
 from .base import CallContext, Handler, HandlerFamily, HandlerResult, ToolError, stopped_reason
+from .host_pages import answer_pages, pages_channel
 from .launches.services import launches_waiting
 from .launches.watch import LAUNCH, launch_start
 from .left_processes.watch import kill_left
+from .logs import page_read
 from .presence import worker_gone, worker_heartbeat
 from .processes import environment_protect
 from .watchers import Watchers
@@ -115,6 +117,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._launches_waiting = True  # look at start
+        self.channel: str | None = None  # where it answers other hosts' log pages
         self.watchers = Watchers(db=self.db, host=self.host, worker=self.name)
 
     # --- from other threads ---------------------------------------------------------------
@@ -171,10 +174,12 @@ class Worker:
         self._wake = asyncio.Event()
         for channel, listener in self._listeners():
             runners.listen(channel, listener)
-        background = [
-            asyncio.create_task(self._sweep_every_lease()),
-            asyncio.create_task(self._heartbeat_every_third_of_the_lease()),
-        ]
+        background = [asyncio.create_task(self._sweep_every_lease())]
+        if not settings.TOOLCORE_SHARED_WORKSPACES:  # pinned: log pages of this host's disk
+            self.channel = await pages_channel()
+            if self.channel is not None:
+                background.append(asyncio.create_task(answer_pages(self.channel, page_read)))
+        background.append(asyncio.create_task(self._heartbeat_every_third_of_the_lease()))
         if connection.vendor == "postgresql":
             background.append(asyncio.create_task(self._listen_to_the_database()))
         logger.info(
@@ -239,7 +244,12 @@ class Worker:
         names = list(self.handlers)
         for family in self.families:
             names.extend(family.claimable())
-        return claim_acquire_batch(tool_names=names, worker=self.name, limit=limit, announce=False)
+        # Pinned workspaces: only calls of conversations of this host or of none
+        # (docs/deployment.md, "Pinned workspaces").
+        host = None if settings.TOOLCORE_SHARED_WORKSPACES else self.host
+        return claim_acquire_batch(
+            tool_names=names, worker=self.name, limit=limit, announce=False, host=host
+        )
 
     def _listeners(self) -> list[tuple[str, Callable[[str], None]]]:
         return [
@@ -251,7 +261,7 @@ class Worker:
         ]
 
     async def _start_launches(self) -> None:
-        for launch_id in await self.db(launches_waiting):
+        for launch_id in await self.db(launches_waiting, self.host):
             await launch_start(self.watchers, launch_id)
 
     def _stop_call(self, call_id: str) -> None:
@@ -304,7 +314,10 @@ class Worker:
                 return  # not ours after all
             ctx = self._context(claim, taken, announce, settlement)
             renewal = asyncio.create_task(self._renew(claim))
-            result = await self._handle(handler, ctx, claim)
+            if taken.lost_host:
+                result = HandlerResult(outcome="failed", reason=self._workspace_lost(taken))
+            else:
+                result = await self._handle(handler, ctx, claim)
             timer.cancel()
             if result is None:
                 return
@@ -419,6 +432,15 @@ class Worker:
                 outcome="failed", reason=f"The tool failed unexpectedly ({type(exc).__name__})."
             )
 
+    def _workspace_lost(self, taken: Taken) -> str:
+        """Why the first call of a conversation released by recovery does not run."""
+        return (
+            f"The workspace of this conversation was on host {taken.lost_host!r}, which had no "
+            f"live worker for more than {settings.TOOLCORE_HOST_GRACE} s: its files are lost. "
+            f"The call did not run; the conversation's calls from now on run in a new, empty "
+            f"workspace on host {self.host!r}."
+        )
+
     async def _announce(self, claim: Claim) -> BaseException | None:
         """Publish the claim and fold the call ``in_progress``; the error when that failed."""
         task = asyncio.current_task()
@@ -517,7 +539,9 @@ class Worker:
         third of the lease, with those of the runs and launches it watches."""
         while True:
             try:
-                await self.db(worker_heartbeat, name=self.name, host=self.host)
+                await self.db(
+                    worker_heartbeat, name=self.name, host=self.host, channel=self.channel
+                )
                 await self.watchers.heartbeat()
             except Exception as exc:  # noqa: BLE001 - the next one tries again
                 outage_noted(exc, "worker")

@@ -18,7 +18,6 @@ from conversations.api.schemas.conversations import LinesPageOut, errors
 from conversations.api.schemas.runs import AsyncRunOut
 from conversations.detached import detached
 from conversations.shapes import async_run_wire
-from conversations.storage import data_dir
 
 from ..logs import LogQuery, log_page
 from .services import async_run_end_wait, async_run_kill
@@ -57,7 +56,7 @@ def get_async_run_log(request: HttpRequest, run_id: PathId, query: Query[LogQuer
     `nextOffset` is null at the end; `status` is the run's; `truncated` says capture stopped
     at 16 MiB; `path` names the file when the page does not hold it all."""
     run = selectors.async_run_for(request.auth, run_id)
-    return log_page(data_dir() / run.folder / f"{query.stream}.txt", query, run.status)
+    return log_page(run.folder, query, run.status, host=run.host)
 
 
 def _kill(user: Any, run_id: str) -> Any:

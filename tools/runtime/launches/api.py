@@ -14,7 +14,7 @@ from tools.models import Launch
 
 from ..logs import LogQuery, log_page
 from .schemas import LaunchIn, LaunchOut, LaunchPage
-from .services import launch_create, launch_folder, launch_for, launch_stop, launch_wire
+from .services import launch_create, launch_for, launch_stop, launch_wire
 
 launches_router = Router(tags=["launches"])
 
@@ -79,7 +79,7 @@ def get_launch_log(request: HttpRequest, launch_id: PathId, query: Query[LogQuer
     or `stderr`, paged as async run logs are: 0-based `offset` (without it the last lines),
     `limit` 1…500 (default 100)."""
     launch: Launch = launch_for(request.auth, launch_id)
-    return log_page(launch_folder(launch.pk) / f"{query.stream}.txt", query, launch.status)
+    return log_page(f"launches/{launch.pk}", query, launch.status, host=launch.host)
 
 
 @launches_router.post(

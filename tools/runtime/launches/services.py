@@ -18,10 +18,12 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q
 from django.utils import timezone
 
 from conversations.errors import ValidationFailed, found
 from conversations.grants import run_commands_require
+from conversations.models import Conversation
 from conversations.services import publish
 from conversations.services.participants import (
     Action,
@@ -101,6 +103,7 @@ def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str 
             name=name,
             command=command,
             cwd=cwd,
+            workspace_host=_workspace_host(owner.pk, cwd),
             status=ProcessStatus.RUNNING,
             started_at=timezone.now(),
         )
@@ -109,22 +112,63 @@ def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str 
     return launch
 
 
+def _workspace_host(owner_id: Any, cwd: str) -> str:
+    """The host holding ``cwd``: that of the owner's conversation whose workspace holds it,
+    when pinned; "" (any host) otherwise, and always with shared workspaces."""
+    if settings.TOOLCORE_SHARED_WORKSPACES or not cwd:
+        return ""
+    parts = Path(cwd).parts
+    holders = [str(Path(*parts[: i + 1])) for i in range(len(parts))]
+    pinned = (
+        Conversation.objects.filter(owner_id=owner_id, workspace__in=holders)
+        .exclude(host="")
+        .values_list("host", flat=True)
+        .first()
+    )
+    return pinned or ""
+
+
+def _for_host(host: str) -> Q:
+    """The launches a worker on ``host`` may take: those of any host, and of its own."""
+    return Q(workspace_host="") | Q(workspace_host=host)
+
+
 def launch_take(*, launch_id: Any, host: str) -> Launch | None:
-    """A worker on ``host`` takes a launch nobody took yet (compare-and-set); None if taken."""
+    """A worker on ``host`` takes a launch nobody took yet (compare-and-set), when its
+    ``cwd`` is on this host or any; None if taken or another host's."""
     with publish.atomic():
-        taken = Launch.objects.filter(pk=launch_id, status=ProcessStatus.RUNNING, host="").update(
-            host=host[:255], heartbeat_at=vendor_sql().now()
+        taken = (
+            Launch.objects.filter(pk=launch_id, status=ProcessStatus.RUNNING, host="")
+            .filter(_for_host(host))
+            .update(host=host[:255], heartbeat_at=vendor_sql().now())
         )
         if not taken:
             return None
         return Launch.objects.get(pk=launch_id)
 
 
-def launches_waiting() -> list[UUID]:
-    """Launches nobody took yet (a worker looks at start and on its slow poll)."""
-    return list(
-        Launch.objects.filter(status=ProcessStatus.RUNNING, host="").values_list("id", flat=True)
+def launches_waiting(host: str = "") -> list[UUID]:
+    """Launches nobody took yet that a worker on ``host`` may take (a worker looks at start
+    and on its slow poll)."""
+    waiting = Launch.objects.filter(status=ProcessStatus.RUNNING, host="").filter(_for_host(host))
+    return list(waiting.values_list("id", flat=True))
+
+
+def launches_host_lost(*, host: str) -> int:
+    """The launches that waited for ``host``, gone with its workspaces: ``lost`` (recovery,
+    ``tools/runtime/presence.py``). How many."""
+    waiting = Launch.objects.filter(status=ProcessStatus.RUNNING, host="", workspace_host=host)
+    ended = (
+        launch_finish(
+            launch_id=launch_id,
+            status=ProcessStatus.LOST,
+            exit_code=None,
+            signal=None,
+            untaken=True,
+        )
+        for launch_id in waiting.values_list("id", flat=True)
     )
+    return sum(1 for launch in ended if launch is not None)
 
 
 def launch_started(*, launch_id: Any, pid: int, pgid: int, process_start: int) -> None:
