@@ -39,8 +39,10 @@ ASSET_TESTS := tests/storage tests/conversations/test_api_assets.py \
 	tests/conversations/test_retention.py tests/conversations/test_settlement.py \
 	tests/conversations/test_host_images.py tests/conversations/test_admin.py \
 	tests/conversations/test_async_runs.py tests/faults/test_disk_full.py tests/tools/test_bash.py
+# With PostgreSQL + Redis (DATABASE_URL, REDIS_URL) it also runs the two-host suite (tests/hosts/):
+# the third configuration of .ci/run.
 test-assets: $(STAMP)
-	TOOLCORE_TEST_ASSET_STORAGE=s3 $(BIN)/python -m pytest -rs $(ASSET_TESTS)
+	TOOLCORE_TEST_ASSET_STORAGE=s3 $(BIN)/python -m pytest -rs $(ASSET_TESTS) tests/hosts
 
 # Two hosts on this machine with no shared directory (tests/hosts/): two daphnes and two workers,
 # each pair with its own DATA_DIR, workspace root and TOOLCORE_HOST_NAME. Needs PostgreSQL and

@@ -1,10 +1,12 @@
 """Two "hosts" on one machine with no shared directory (docs/deployment.md, "Pinned
 workspaces"; ``make two-hosts``): each has a daphne and a ``runworker_tools`` of its own, its
-own ``DATA_DIR``, workspace root and ``TOOLCORE_HOST_NAME``; PostgreSQL and Redis are shared.
+own ``DATA_DIR``, workspace root and ``TOOLCORE_HOST_NAME``; PostgreSQL, Redis and the asset
+store (SeaweedFS's S3, started by the suite) are shared.
 
 - A conversation's calls run on the host its first call ran on, and only there.
 - Live output and async-run log pages of a run on one host are served by either daphne (the
-  log page asked of the run's host over the channel layer).
+  log page asked of the run's host over the channel layer); so is every asset of a call settled
+  on one host (the object store): whole, a range, a page of lines.
 - ``kill -9`` of one host's worker: its running call settles as on one host (``indeterminate``
   once the lease ran out), its log pages answer 503 while no worker of it lives, and after
   ``TOOLCORE_HOST_GRACE`` its conversations are released: the next call fails naming the host,
@@ -20,11 +22,13 @@ import json
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import TEST_BUCKET
 from tests.realtime.daphne_helpers import (
     Rest,
     Site,
@@ -57,14 +61,19 @@ def _host_env(root: Path, name: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def two_hosts(tmp_path):
+def two_hosts(tmp_path, request):
     if not (uses_postgresql() and redis_url()):
         pytest.skip(
             "two hosts share one PostgreSQL database and one Redis and nothing else: set "
             "DATABASE_URL=postgres://… and REDIS_URL=redis://… (make two-hosts)"
         )
+    # No shared disk: the assets go to the object store both hosts reach.
+    store = request.getfixturevalue("seaweed")
     made = Site(tmp_path / "shared")
     made.env["REDIS_URL"] = _own_redis(made.env["REDIS_URL"])
+    made.env.update(store.environ())
+    made.env["TOOLCORE_ASSET_STORAGE"] = f"s3://{TEST_BUCKET}/two-hosts-{uuid.uuid4().hex}"
+    made.env["TOOLCORE_S3_ENDPOINT_URL"] = store.endpoint_url
     try:
         made.create()
         made.manage(
@@ -197,6 +206,7 @@ def test_conversations_run_on_their_host_and_either_daphne_serves_their_output(t
     )
     asyncio.run(_live_output_through_the_other_daphne(made, hosts, on_b))
     _log_pages_from_either_daphne(made, hosts, on_a)
+    _assets_from_either_daphne(made, hosts, on_b)
 
 
 async def _live_output_through_the_other_daphne(made: Site, hosts: dict, on_b) -> None:
@@ -258,6 +268,52 @@ def _log_pages_from_either_daphne(made: Site, hosts: dict, on_a) -> None:
     assert list((hosts["host-a"]["root"] / "data" / "conversations" / cid).rglob("output.txt"))
     assert not (hosts["host-b"]["root"] / "data" / "conversations" / cid).exists()
     rest.call("POST", f"/async-runs/{run_id}/kill")
+
+
+def _get(port: int, token: str, path: str, **headers: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1{path}",
+        headers={"Authorization": f"Bearer {token}", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _assets_from_either_daphne(made: Site, hosts: dict, on_b) -> None:
+    """A call settled on host-b: its output asset, whole, a range and a page of lines, is the
+    same through either daphne, though neither host's disk holds it for the other."""
+    cid, turn_id = on_b
+    rest = hosts["host-a"]["rest"]
+    call = _call(rest, cid, turn_id, "assets", command="seq 1 5000")
+    payload = _response(rest, cid, call)
+    assert _ran_on_host_b(made, cid)
+    expected = "".join(f"{n}\n" for n in range(1, 5001)).encode()
+    answers = {}
+    for name in HOSTS:
+        port = hosts[name]["daphne"].port
+        found = []
+        for asset_id in payload["assetIds"]:
+            status, body = _get(port, made.token, f"/assets/{asset_id}")
+            assert status == 200, body[:200]
+            if body == expected:
+                found.append(asset_id)
+        # The command's output (and its stdout, the same bytes here).
+        assert found, f"no asset holds the output through {name}'s daphne"
+        output = found[0]
+        ranged = _get(port, made.token, f"/assets/{output}", Range="bytes=10-19")
+        lines = _get(port, made.token, f"/assets/{output}/lines?offset=4000&limit=3")
+        answers[name] = (ranged, json.loads(lines[1])["lines"])
+    assert answers["host-a"] == answers["host-b"]
+    (status, ranged), lines = answers["host-a"]
+    assert (status, ranged) == (206, expected[10:20])
+    assert lines == ["4001", "4002", "4003"]
+
+
+def _ran_on_host_b(made: Site, cid: str) -> bool:
+    return _pins(made)[cid] == "host-b"
 
 
 def test_a_host_whose_worker_died_settles_its_calls_and_is_released_after_the_grace(two_hosts):
