@@ -487,6 +487,10 @@ class McpSession(models.Model):
     client_info = CompactJSONField(default=dict, blank=True)
     capabilities = CompactJSONField(default=dict, blank=True)
     protocol_version = models.CharField(max_length=32)
+    # The request ids (as JSON text) of ``tools/call`` requests the client cancelled before
+    # their call existed: the call, once made, is cancelled at once. The last
+    # ``CANCELLED_KEPT`` only (``services/mcp_sessions.py``).
+    cancelled_requests = CompactJSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Written at most once a minute (``services/mcp_sessions.py``), so requests stay reads.
     last_seen_at = models.DateTimeField(db_index=True)

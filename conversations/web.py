@@ -54,7 +54,10 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
         )
     except ValidationFailed as exc:
         raise Http404("No such page.") from exc
-    return render(request, "web/conversations.html", {"page": page})
+    # How to add this server to an MCP client (docs/mcp.md): its own address, as the browser
+    # reached it.
+    mcp_url = request.build_absolute_uri("/mcp/")
+    return render(request, "web/conversations.html", {"page": page, "mcp_url": mcp_url})
 
 
 @login_required

@@ -17,10 +17,11 @@ from uuid import UUID
 from django.db import connections
 
 from .. import selectors
-from ..errors import DomainError
+from ..errors import DomainError, NotFound
 from ..models import McpSession
 from ..services.cancel import call_cancel
 from ..services.interactions import call_resolve
+from ..services.mcp_sessions import mcp_request_cancel_note
 from .calls import ELICITATION_PREFIX, call_id_of, elicitation_request_id
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,15 @@ def request_cancelled(*, session: McpSession, params: Any) -> str:
         if isinstance(request_id, bool) or not isinstance(request_id, str | int):
             return "no request id"
         call_id = call_id_of(session.conversation_id, session.pk, request_id)
-        return call_cancel(call_id=call_id)["outcome"]
+        try:
+            return call_cancel(call_id=call_id)["outcome"]
+        except NotFound:
+            # The cancel overtook its tools/call (another connection, maybe another process):
+            # noted, then looked for again. Either the call is found now, or it was committed
+            # after the note, and its handler, which reads the notes once its call is made,
+            # cancels it (``calls.py``).
+            mcp_request_cancel_note(session_id=session.pk, request_id=request_id)
+            return call_cancel(call_id=call_id)["outcome"]
     except DomainError as exc:  # no call for that request (not a tools/call, or not yet made)
         return f"{exc.code}: {exc.message}"
     finally:

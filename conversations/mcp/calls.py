@@ -44,6 +44,8 @@ from ..detached import detached
 from ..errors import DomainError, NotFound, TurnOpen
 from ..models import ToolCall
 from ..services.calls import model_call_id
+from ..services.cancel import call_cancel
+from ..services.mcp_sessions import mcp_request_cancelled
 from ..services.messages import mcp_call_post
 from ..services.publish import turn_group
 from .results import call_result, refusal_result, result_parts
@@ -131,7 +133,15 @@ async def call_tool(
     except OUTAGES as exc:
         raise MCPError(code=INTERNAL_ERROR, message=unavailable_message(exc)) from None
     call_id = call_id_of(session.conversation_id, session.pk, ctx.request_id)
+    await on_database(_cancelled_early)(session.pk, ctx.request_id, call_id)
     return await _Waiter(ctx, request, call_id, posted.body["turnId"]).result()
+
+
+def _cancelled_early(session_id: str, request_id: Any, call_id: UUID) -> None:
+    """Cancel the call just made when its ``notifications/cancelled`` came first and was noted
+    (``answers.py`` ``request_cancelled``); the wait then answers the cancelled call."""
+    if mcp_request_cancelled(session_id=session_id, request_id=request_id):
+        call_cancel(call_id=call_id)
 
 
 class _Waiter:

@@ -8,6 +8,7 @@ after the client, or one of the user's that the client named.
 
 from __future__ import annotations
 
+import json
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -69,6 +70,34 @@ def mcp_session_seen(*, session: McpSession) -> None:
     if now - session.last_seen_at > SEEN_EVERY:
         McpSession.objects.filter(pk=session.pk).update(last_seen_at=now)
         session.last_seen_at = now
+
+
+# How many early cancels a session remembers: a client cancels its own recent requests.
+CANCELLED_KEPT = 64
+
+
+def _request_key(request_id: Any) -> str:
+    """A JSON-RPC id as JSON text: ``1`` and ``"1"`` are different requests."""
+    return json.dumps(request_id)
+
+
+def mcp_request_cancel_note(*, session_id: str, request_id: Any) -> None:
+    """Remember that the client cancelled ``request_id`` before its call existed (its
+    ``notifications/cancelled`` overtook its ``tools/call`` on another connection)."""
+    with transaction.atomic():
+        session = McpSession.objects.select_for_update().filter(pk=session_id).first()
+        if session is None:
+            return
+        key = _request_key(request_id)
+        kept = [k for k in session.cancelled_requests or [] if k != key]
+        session.cancelled_requests = [*kept, key][-CANCELLED_KEPT:]
+        session.save(update_fields=["cancelled_requests"])
+
+
+def mcp_request_cancelled(*, session_id: str, request_id: Any) -> bool:
+    """Whether the client cancelled ``request_id`` before its call was made."""
+    row = McpSession.objects.filter(pk=session_id).values_list("cancelled_requests", flat=True)
+    return _request_key(request_id) in (row.first() or [])
 
 
 def mcp_session_end(*, session_id: str) -> bool:

@@ -53,6 +53,9 @@
 
   function upsert(launch) {
     const known = launches.get(launch.id);
+    // A launch ends once: a "running" that comes after its end is older news (the answer to
+    // a start or a stop can arrive after the socket's launch.changed that ended it).
+    if (known && known.status !== "running" && launch.status === "running") return;
     launches.set(launch.id, Object.assign({}, known || {}, launch));
     const node = row(launches.get(launch.id));
     const old = rows.querySelector(`tr[data-launch-id="${launch.id}"]`);

@@ -98,3 +98,25 @@ def test_page_back_through_a_long_log_and_stop_the_launch(user_page):
     background, ring, row_background = colours
     assert background not in ("rgba(0, 0, 0, 0)", row_background), colours
     assert ring != "none", colours
+
+
+def test_a_stop_answered_after_the_launch_ended_leaves_it_stopped(user_page):
+    """The stop's answer (the launch as it was, still running) can reach the page after the
+    socket's launch.changed that ended it; the page keeps the end. Here the answer is held back
+    until the socket has told it."""
+    page = user_page
+    open_workbench(page)
+    start(page, "quick stop", "sleep 60")
+    row = page.get_by_role("row").filter(has_text="quick stop")
+    expect(row.locator(".badge")).to_have_text("◌Running", timeout=RUN_MS)
+
+    # The stop goes to the server at once; its answer is given to the page only later.
+    held = []
+    page.route("**/api/v1/launches/*/stop", lambda route: held.append((route, route.fetch())))
+    row.get_by_role("button", name="Stop quick stop").click()
+    expect(row.locator(".badge")).to_have_text("■Stopped", timeout=RUN_MS)
+    ((route, answer),) = held
+    assert answer.json()["status"] == "running"  # what the late answer says
+    route.fulfill(response=answer)
+    page.wait_for_timeout(500)
+    expect(row.locator(".badge")).to_have_text("■Stopped")

@@ -64,6 +64,14 @@ def test_the_list_shows_open_turns_and_calls_waiting(client, user, other_user):
     assert f'href="/c/{quiet.pk}/"' in html
 
 
+def test_the_list_says_how_to_add_this_server_to_an_mcp_client(client, user):
+    client.force_login(user)
+    html = client.get("/").content.decode()
+    assert "Use Toolcore from an MCP client" in html
+    assert "claude mcp add --transport http toolcore http://testserver/mcp/" in html
+    assert '"url": "http://testserver/mcp/"' in html
+
+
 def test_the_list_shows_times_in_utc_with_the_wires_form_for_the_hover(client, user):
     conversation = new_conversation(user, title="dated")
     Conversation.objects.filter(pk=conversation.pk).update(

@@ -329,6 +329,28 @@ async def test_client_answers_and_notifications_are_202_whatever_they_name(alice
         assert answer.status == 202, (message, answer.body)
 
 
+async def test_a_cancel_that_overtakes_its_call_cancels_the_call_once_made(alice):
+    """A client's notifications/cancelled can reach a daphne before its tools/call is
+    committed (two connections): noted on the session, it cancels the call as soon as it is
+    made, instead of the call running (here: waiting for an approval nobody gives)."""
+    _, token = alice
+    session = await _session(token)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11}}
+    assert (await request(body=cancel, token=token, session=session)).status == 202
+    row = await sync_to_async(McpSession.objects.get)(pk=session)
+    assert row.cancelled_requests == ["11"]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 11,
+        "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": "echo never"}},
+    }
+    answer = await asyncio.wait_for(request(body=call, token=token, session=session), 30)
+    (message,) = answer.sse()
+    assert message["result"]["isError"] is True
+    assert message["result"]["structuredContent"]["outcome"] == "cancelled"
+
+
 async def test_a_user_turn_open_refuses_the_call_as_a_tool_error(alice):
     user, token = alice
     session = await _session(token)

@@ -47,14 +47,16 @@ def get_async_run(request: HttpRequest, run_id: PathId) -> HttpResponse:
     "/async-runs/{run_id}/log",
     operation_id="get_async_run_log",
     summary="Read an async run's output by lines",
-    response={200: LinesPageOut, **errors(*_READ, 422)},
+    response={200: LinesPageOut, **errors(*_READ, 422, 503)},
 )
 def get_async_run_log(request: HttpRequest, run_id: PathId, query: Query[LogQuery]) -> HttpResponse:
     """A page of lines of its `output` (stdout and stderr interleaved, the default), `stdout` or
     `stderr`, also while it runs: from the 0-based line `offset`, or without it the last
     `limit` lines (`limit` 1…500, default 100; outside is 422). At most 512 KiB of text a page;
     `nextOffset` is null at the end; `status` is the run's; `truncated` says capture stopped
-    at 16 MiB; `path` names the file when the page does not hold it all."""
+    at 16 MiB; `path` names the file when the page does not hold it all. A page of a process running on
+    another host is asked of that host's workers; none answering is 503 `unavailable` with
+    `Retry-After`, naming the host."""
     run = selectors.async_run_for(request.auth, run_id)
     return log_page(run.folder, query, run.status, host=run.host)
 

@@ -72,12 +72,14 @@ def get_launch(request: HttpRequest, launch_id: PathId) -> HttpResponse:
     "/launches/{launch_id}/log",
     operation_id="get_launch_log",
     summary="Read a launch's output by lines",
-    response={200: LinesPageOut, **errors(*_READ, 422)},
+    response={200: LinesPageOut, **errors(*_READ, 422, 503)},
 )
 def get_launch_log(request: HttpRequest, launch_id: PathId, query: Query[LogQuery]) -> HttpResponse:
     """A page of lines of its `output` (the default: stdout and stderr interleaved), `stdout`
     or `stderr`, paged as async run logs are: 0-based `offset` (without it the last lines),
-    `limit` 1…500 (default 100)."""
+    `limit` 1…500 (default 100). A page of a process running on
+    another host is asked of that host's workers; none answering is 503 `unavailable` with
+    `Retry-After`, naming the host."""
     launch: Launch = launch_for(request.auth, launch_id)
     return log_page(f"launches/{launch.pk}", query, launch.status, host=launch.host)
 
