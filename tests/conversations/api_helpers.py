@@ -28,7 +28,7 @@ from conversations.models import (
     ToolCall,
     Turn,
 )
-from conversations.storage import attempt_relative, conversation_dir
+from conversations.storage import attempt_relative, conversation_dir, data_dir
 from tools.models import AsyncRun, Launch, PermissionRule
 from tools.runtime.async_runs.services import async_run_start
 
@@ -214,6 +214,12 @@ def build_world(owner) -> World:
     launch = Launch.objects.create(  # a launch a worker on another host watches
         owner=owner, name="dev", command="make serve", host="elsewhere", started_at=timezone.now()
     )
+    # Their captures are on this disk too (a DATA_DIR shared across hosts), so their log pages
+    # are read here, not asked of a host that has no worker (a 503, tests/hosts/).
+    for folder in (data_dir() / run.folder, data_dir() / "launches" / str(launch.pk)):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stream in ("output", "stdout", "stderr"):
+            (folder / f"{stream}.txt").write_text("started\n")
     return World(
         conversation, turn_id, str(host_id), str(bash_id), asset_id, str(run.pk), str(launch.pk)
     )

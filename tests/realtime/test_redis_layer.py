@@ -87,3 +87,49 @@ async def test_a_live_receive_cancelled_twice_still_gives_its_channel_up(caplog)
     assert channel not in shard._subscribed_to
     assert channel not in loop_layer.channels
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_worker_answering_log_pages_leaves_the_shared_layer_to_the_sockets():
+    """The embedded worker runs on a loop of its own in daphne's process and answers other
+    hosts' log page questions; it receives on a layer instance of its own, so the sockets,
+    receiving on the shared instance from daphne's loop, keep theirs
+    (tools/runtime/host_pages.py)."""
+    import threading
+
+    from tools.runtime.host_pages import _ask, answer_pages, pages_channel
+
+    started = threading.Event()
+    answering: dict[str, object] = {}
+
+    def worker_loop() -> None:
+        async def run() -> None:
+            layer, channel = await pages_channel()
+            answering["channel"] = channel
+            task = asyncio.create_task(answer_pages(layer, channel, lambda asked: {"n": 1}))
+            started.set()
+            answering["task"] = task
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+        loop = asyncio.new_event_loop()
+        answering["loop"] = loop
+        loop.run_until_complete(run())
+        loop.close()
+
+    thread = threading.Thread(target=worker_loop, daemon=True)
+    thread.start()
+    assert await asyncio.to_thread(started.wait, 10)
+    try:
+        # A socket's receive on the shared instance, on this (daphne's) loop, while the worker
+        # waits for questions on its own.
+        shared = get_channel_layer()
+        mine = await shared.new_channel()
+        await shared.send(mine, {"type": "ping"})
+        assert await asyncio.wait_for(shared.receive(mine), 5) == {"type": "ping"}
+        # And a question is answered.
+        answer = await _ask(answering["channel"], {"folder": "x"})
+        assert answer == {"type": "host.page.answer", "page": {"n": 1}}
+    finally:
+        loop = answering["loop"]
+        loop.call_soon_threadsafe(answering["task"].cancel)
+        await asyncio.to_thread(thread.join, 10)

@@ -176,9 +176,10 @@ class Worker:
             runners.listen(channel, listener)
         background = [asyncio.create_task(self._sweep_every_lease())]
         if not settings.TOOLCORE_SHARED_WORKSPACES:  # pinned: log pages of this host's disk
-            self.channel = await pages_channel()
-            if self.channel is not None:
-                background.append(asyncio.create_task(answer_pages(self.channel, page_read)))
+            answering = await pages_channel()
+            if answering is not None:
+                layer, self.channel = answering
+                background.append(asyncio.create_task(answer_pages(layer, self.channel, page_read)))
         background.append(asyncio.create_task(self._heartbeat_every_third_of_the_lease()))
         if connection.vendor == "postgresql":
             background.append(asyncio.create_task(self._listen_to_the_database()))
