@@ -99,9 +99,40 @@ def read_page(
     _check_params(offset, limit)
     abspath = os.path.abspath(os.fspath(path))
     with _open_log(abspath) as log, _index_view(log, abspath, index_dir) as view:
-        total = view.total
-        first = max(0, total - limit) if offset is None else offset
-        lines, stop = _page_lines(log, view, first, min(first + limit, total))
+        first, lines, stop = _page(log, view, offset, limit)
+    return page_answer(
+        first,
+        lines,
+        stop,
+        view.total,
+        limit=limit,
+        status=status,
+        truncated=truncated,
+        path=abspath,
+    )
+
+
+def _page(log: BinaryIO, view: _View, offset: int | None, limit: int) -> tuple[int, list[str], int]:
+    """The page's first line, its lines and the first line after it (``offset`` None: the last
+    ``limit`` lines)."""
+    first = max(0, view.total - limit) if offset is None else offset
+    lines, stop = _page_lines(log, view, first, min(first + limit, view.total))
+    return first, lines, stop
+
+
+def page_answer(
+    first: int,
+    lines: list[str],
+    stop: int,
+    total: int,
+    *,
+    limit: int,
+    status: str | None,
+    truncated: bool,
+    path: str,
+) -> dict:
+    """The fields of a page (local or read by ranges): ``path`` is null when the page holds
+    every line, ``nextOffset`` null once the page reaches the end."""
     return {
         "lines": lines,
         "offset": first,
@@ -109,7 +140,7 @@ def read_page(
         "totalLines": total,
         "nextOffset": stop if stop < total else None,
         "status": status,
-        "path": None if len(lines) == total else abspath,
+        "path": None if len(lines) == total else path,
         "truncated": bool(truncated),
     }
 

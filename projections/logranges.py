@@ -27,11 +27,13 @@ from .logpages import (
     _HEADER,
     _MAGIC,
     _SWAP,
+    DEFAULT_LIMIT,
     INDEX_CHUNK_BYTES,
     _add_newlines,
     _check_params,
-    _page_lines,
+    _page,
     _View,
+    page_answer,
 )
 
 RangeReader = Callable[[int, int], bytes]  # (start, length) -> those bytes (fewer at the end)
@@ -153,7 +155,7 @@ def read_page_ranged(
     index_put: Callable[[bytes], None],
     name: str,
     offset: int | None = None,
-    limit: int = 100,
+    limit: int = DEFAULT_LIMIT,
     status: str | None = None,
     truncated: bool = False,
 ) -> dict:
@@ -175,26 +177,15 @@ def read_page_ranged(
             index_put(data)
         return _View(size, len(ends), lambda lo, hi, a=ends: a[lo:hi])
 
-    def page(view: _View) -> tuple[list[str], int]:
-        first = max(0, view.total - limit) if offset is None else offset
-        log = RangedFile(read_at, size, name)
-        return _page_lines(log, view, first, min(first + limit, view.total))  # type: ignore[arg-type]
+    def page(view: _View) -> tuple[int, list[str], int]:
+        return _page(RangedFile(read_at, size, name), view, offset, limit)  # type: ignore[arg-type]
 
     try:
         view = _stored_view(key, size, identity, index_at) or built()
-        lines, stop = page(view)
+        first, lines, stop = page(view)
     except _IndexBroken:  # damaged or cut short since it was read: not trusted, rebuilt
         view = built()
-        lines, stop = page(view)
-    first = max(0, view.total - limit) if offset is None else offset
-    total = view.total
-    return {
-        "lines": lines,
-        "offset": first,
-        "limit": limit,
-        "totalLines": total,
-        "nextOffset": stop if stop < total else None,
-        "status": status,
-        "path": None if len(lines) == total else name,
-        "truncated": bool(truncated),
-    }
+        first, lines, stop = page(view)
+    return page_answer(
+        first, lines, stop, view.total, limit=limit, status=status, truncated=truncated, path=name
+    )

@@ -24,7 +24,7 @@ from django.test import override_settings
 
 from config.asgi import application
 from conversations.barrier import RECHECK_SECONDS
-from tests.realtime.daphne_helpers import free_port
+from tests.ports import free_port
 
 from .barrier_helpers import (
     LATE_SECONDS,

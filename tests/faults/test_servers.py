@@ -24,13 +24,13 @@ from collections.abc import Callable, Iterator
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tests.ports import free_port
 from tests.realtime.daphne_helpers import (
     Cursor,
     Daphne,
     Rest,
     append,
     appended,
-    free_port,
     site,
     subscribe,
     ws_connect,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from tests.ports import free_port
 from tests.tools.worker_helpers import running_worker
 from tools.models import McpServer
 from tools.runtime.mcp.services import mcp_server_refresh, mcp_server_save
@@ -86,12 +86,6 @@ def mcp_worker() -> Iterator[Any]:
     """A worker that runs the core tools and the MCP servers' tools."""
     with running_worker(handlers=HANDLERS, families=FAMILIES, poll_seconds=60) as worker:
         yield worker
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ Nothing here touches the test process's own database: the tests speak HTTP and w
 
 Also here: the clients of a site (``Rest``, ``Browser``, ``ws_connect``, ``Cursor``), its writer
 process (``append``, ``appended``), and what any test's child process needs (``ROOT``,
-``free_port``, ``stop_process``, ``rss_bytes``).
+``stop_process``, ``rss_bytes``; free ports come from ``tests/ports.py``).
 
 A process that fails (a ``manage.py`` command, a daphne that does not start) raises with its
 stderr; the stderr of every daphne is printed when the site closes, so pytest shows it beside a
@@ -28,7 +28,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 # As the deployment guide starts daphne: a listen queue of 1,024 (Twisted's default is 50, which
 # a burst of reconnecting clients overflows: their connections then wait for SYN retries).
@@ -52,12 +53,6 @@ FRAME_SECONDS = 10  # the longest a test waits for one websocket frame
 # Only what a process needs to run: nothing of the suite's own settings leaks into the site.
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 USERNAME = "e2e"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def uses_postgresql() -> bool:

@@ -9,10 +9,8 @@ gateway gets one identity whose keys the tests use (``-s3.config``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,37 +18,34 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.ports import free_ports
+
 ACCESS_KEY = "toolcore-test"
 SECRET_KEY = "toolcore-test-secret-key"
 REGION = "us-east-1"
 START_SECONDS = 60
+# Every port weed mini opens, each told (a port left to its default would collide between runs,
+# and a gRPC port defaults to its HTTP port + 10000)
+PORT_FLAGS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
+    "s3.port.iceberg",
+    "s3.port.lance",
+)
 
 
 def weed_binary() -> str | None:
     """``weed`` beside the running Python (the venv's), else on ``PATH``."""
     beside = Path(sys.executable).parent / "weed"
     return str(beside) if beside.exists() else shutil.which("weed")
-
-
-def _free_block(count: int) -> int:
-    """A base port with ``count`` free ports from it (weed also opens base + 10000 for gRPC
-    unless told otherwise; every port is told here)."""
-    for _ in range(200):
-        base = 20000 + (os.getpid() * 37 + int(time.time() * 1000)) % 20000
-        base -= base % 16
-        sockets = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                s.bind(("127.0.0.1", port))
-                sockets.append(s)
-            return base
-        except OSError:
-            time.sleep(0.01)
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no free block of ports for SeaweedFS")
 
 
 @dataclass
@@ -102,21 +97,7 @@ def seaweed_start(binary: str, *, bucket: str) -> Seaweed:
     }
     config.write_text(json.dumps({"identities": [identity]}))
     (Path(folder) / "data").mkdir()
-    b = _free_block(16)
-    ports = {
-        "master.port": b,
-        "master.port.grpc": b + 1,
-        "volume.port": b + 2,
-        "volume.port.grpc": b + 3,
-        "filer.port": b + 4,
-        "filer.port.grpc": b + 5,
-        "s3.port": b + 6,
-        "s3.port.grpc": b + 7,
-        "admin.port": b + 8,
-        "admin.port.grpc": b + 9,
-        "s3.port.iceberg": b + 10,
-        "s3.port.lance": b + 11,
-    }
+    ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS)), strict=True))
     args = [binary, "mini", f"-dir={folder}/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
     args += [f"-{name}={port}" for name, port in ports.items()]
     args += ["-admin.ui=false", "-webdav=false", "-master.telemetry=false"]

@@ -19,7 +19,8 @@ from django.contrib.auth.models import Permission
 from conversations.api.auth import token_create
 from conversations.models import ToolCall
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
-from tests.realtime.daphne_helpers import ROOT, free_port, stop_process
+from tests.ports import free_port
+from tests.realtime.daphne_helpers import ROOT, stop_process
 
 from .worker_helpers import database_url
 
