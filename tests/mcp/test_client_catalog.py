@@ -2,7 +2,7 @@
 ``manage.py mcp_add`` against real servers from PyPI (``mcp-server-time``, ``mcp-server-git``),
 named ``mcp__<server>__<tool>`` with the server's schema, asked by default, their risk from the
 server's annotations; arguments checked, servers disabled or of another owner refused; secrets
-sealed, never shown."""
+sealed, never shown; approving a tool not annotated read-only needs tools.run_commands."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from conversations.models import ToolCall
 from tests.conftest import client_for
+from tests.conversations.api_helpers import grant_run_commands
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.tools.worker_helpers import response_of
 from tools.catalog import catalog_tools, mcp_tool_name, mcp_tool_parts, tool_spec
@@ -180,3 +181,51 @@ def test_toolcore_as_an_mcp_server_lists_the_registered_servers_tools_to_their_o
     theirs = {tool.name for tool in tools_list(other_user.pk).tools}
     assert "mcp__notes__lookup" not in theirs and "bash" in theirs
     assert published_spec("mcp__notes__lookup", other_user.pk) is None
+
+
+def test_approving_a_tool_not_annotated_read_only_needs_run_commands(user):
+    """A tool its server does not annotate read-only may do anything (risk ``execute``):
+    approving it needs ``tools.run_commands``, as approving ``bash`` does, a staff member's
+    approval included; a read-only one does not. The check comes before any worker, so no
+    server runs: its tools are stored as its listing would store them."""
+    server = mcp_server_save(name="deploy", transport="stdio", command="deploy-server")
+    schema = {"type": "object", "properties": {"target": {"type": "string"}}}
+    mcp_tools_store(
+        server_id=server.pk,
+        tools=[
+            {"name": "ship", "description": "Ships.", "inputSchema": schema},
+            {
+                "name": "status",
+                "description": "Says.",
+                "inputSchema": schema,
+                "annotations": {"readOnlyHint": True},
+            },
+        ],
+    )
+    assert tool_spec("mcp__deploy__ship").risk == "execute"
+    user.is_staff = True
+    user.save()
+    api = client_for(user)
+    allow = {"requestId": "r1", "kind": "approval", "decision": "allow"}
+
+    execute = _post(user, "mcp__deploy__ship", {"target": "prod"})
+    assert _state(execute) == "awaiting_approval"
+    refused = api.post_json(f"/api/v1/tool-calls/{execute}/resolution", allow)
+    assert refused.status_code == 403, refused.content
+    error = refused.json()["error"]
+    assert error["code"] == "forbidden"
+    assert error["message"] == (
+        "Approving mcp__deploy__ship (it runs programs) needs the permission tools.run_commands."
+    )
+    call = ToolCall.objects.get(pk=execute)
+    assert call.state == "awaiting_approval" and call.resolution is None  # nothing written
+
+    read = _post(user, "mcp__deploy__status", {"target": "prod"})
+    assert _state(read) == "awaiting_approval"
+    answer = api.post_json(f"/api/v1/tool-calls/{read}/resolution", allow)
+    assert answer.status_code == 200, answer.content
+
+    grant_run_commands(user)
+    answer = api.post_json(f"/api/v1/tool-calls/{execute}/resolution", allow)
+    assert answer.status_code == 200, answer.content
+    assert _state(execute) == "ready"
