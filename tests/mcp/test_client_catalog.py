@@ -19,7 +19,13 @@ from tools.models import McpServer, McpTool
 from tools.runtime.mcp.secrets import secret_open
 from tools.runtime.mcp.services import mcp_server_save, mcp_tools_store
 
-from .client_helpers import BIN, add_server, git_repository, mcp_clean  # noqa: F401 - a fixture
+from .client_helpers import (  # noqa: F401 - mcp_clean: a fixture
+    BIN,
+    add_server,
+    git_repository,
+    http_tiny_server,
+    mcp_clean,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("mcp_clean")]
 
@@ -138,6 +144,61 @@ def test_mcp_add_refuses_bad_input_with_a_message():
     with pytest.raises(CommandError, match="could not list its tools: FileNotFoundError"):
         call_command("mcp_add", "gone", "--", "/nonexistent/server")
     assert McpServer.objects.get(name="gone").tools_error.startswith("MCP server “gone”")
+
+
+def test_mcp_add_registers_a_streamable_http_server_by_url_with_a_sealed_header(capsys, tmp_path):
+    """The tiny server refuses a request without its header: its tools listed say the header
+    was sent."""
+    with http_tiny_server("s3cret", tmp_path / "record.txt") as url:
+        call_command("mcp_add", "web", "--url", url, "--header", "X-Test-Token=s3cret")
+    printed = capsys.readouterr()
+    assert "MCP server web registered (http, for every owner)." in printed.out
+    assert "mcp__web__echo" in printed.out
+    assert "s3cret" not in printed.out + printed.err
+    server = McpServer.objects.get(name="web")
+    assert (server.transport, server.url) == ("http", url)
+    assert (server.command, server.arguments, server.environment) == ("", [], {})
+    assert list(server.headers) == ["X-Test-Token"]
+    assert "s3cret" not in str(server.headers)
+    assert secret_open(server.headers["X-Test-Token"]) == "s3cret"
+    assert server.tools_listed_at is not None and server.tools_error == ""
+    assert tool_spec("mcp__web__echo").risk == "read"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--url", "http://127.0.0.1:9/mcp", "--", "true"], "Give either -- COMMAND"),
+        (["--url", "ftp://example.com/mcp"], "A Streamable HTTP server needs an http(s) URL."),
+        (["--url", "http:///mcp"], "A Streamable HTTP server needs an http(s) URL."),
+        (["--url", "http://127.0.0.1:9/mcp", "--env", "A=1"], "--env is for stdio servers"),
+        (["--header", "X-Token=1", "--", "true"], "--header is for HTTP servers"),
+        (["--url", "http://127.0.0.1:9/mcp", "--header", "s3cret"], "has no '='"),
+        (["--url", "http://127.0.0.1:9/mcp", "--header", "=s3cret"], "has no name before '='"),
+        (["--url", "http://127.0.0.1:9/mcp", "--header", "Bad Name=s3cret"], "not a valid name"),
+        (
+            ["--url", "http://127.0.0.1:9/mcp", "--header", "X-Token=s3cret\r\nX-More: 1"],
+            "the value of 'X-Token' holds a forbidden character",
+        ),
+    ],
+    ids=[
+        "command-and-url",
+        "ftp",
+        "no-host",
+        "env",
+        "header-stdio",
+        "no-pair",
+        "no-name",
+        "bad-name",
+        "crlf",
+    ],
+)
+def test_mcp_add_refuses_bad_http_input_with_a_message(arguments, message):
+    with pytest.raises(CommandError) as refused:
+        call_command("mcp_add", "web", *arguments)
+    assert message in str(refused.value)
+    assert "s3cret" not in str(refused.value)  # a secret value is never printed back
+    assert not McpServer.objects.exists()
 
 
 def test_the_host_port_leaves_registered_servers_tools_to_the_workers(user):
