@@ -38,7 +38,8 @@ ASSET_TESTS := tests/storage tests/conversations/test_api_assets.py \
 	tests/security/test_tampered_assets.py tests/conversations/test_integrity.py \
 	tests/conversations/test_retention.py tests/conversations/test_settlement.py \
 	tests/conversations/test_host_images.py tests/conversations/test_admin.py \
-	tests/conversations/test_async_runs.py tests/faults/test_disk_full.py tests/tools/test_bash.py
+	tests/conversations/test_async_runs.py tests/faults/test_disk_full.py tests/tools/test_bash.py \
+	tests/mcp/test_client_calls.py::test_images_become_assets_and_resources_are_listed
 # With PostgreSQL + Redis (DATABASE_URL, REDIS_URL) it also runs the two-host suite (tests/hosts/):
 # the third configuration of .ci/run.
 test-assets: $(STAMP)

@@ -130,6 +130,12 @@ def status_class(status: int) -> str:
     return f"{status // 100}xx" if 100 <= status < 600 else "other"
 
 
+def http_answer_counted(status: int) -> None:
+    """One HTTP answer sent with ``status``: Django's (``AnswerCountMiddleware``) and the MCP
+    endpoint's (``conversations/mcp/transport.py``), counted alike."""
+    HTTP_RESPONSES.labels(status_class(status)).inc()
+
+
 def _seconds_since(then: datetime | None, now: datetime) -> float | None:
     if then is None:
         return None

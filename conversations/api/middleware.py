@@ -161,8 +161,9 @@ class ApiErrorMiddleware(SyncAndAsyncMiddleware):
 
 class AnswerCountMiddleware(SyncAndAsyncMiddleware):
     """Every HTTP answer counted by its status class (``toolcore_http_responses_total``): first
-    in ``MIDDLEWARE``, so it sees the answer as sent, ``/healthz``, refusals and 503s included."""
+    in ``MIDDLEWARE``, so it sees the answer as sent, ``/healthz``, refusals and 503s included.
+    ``/mcp/`` is not Django's: its ASGI application counts its answers itself."""
 
     def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        metrics.HTTP_RESPONSES.labels(metrics.status_class(response.status_code)).inc()
+        metrics.http_answer_counted(response.status_code)
         return response

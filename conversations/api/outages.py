@@ -61,8 +61,9 @@ def is_outage(exc: BaseException | None) -> bool:
 
 
 def outage_noted(exc: BaseException | None, where: str) -> bool:
-    """Count ``exc`` in ``toolcore_outages_total`` (kind ``database`` or ``channel_layer``,
-    caught ``where``: ``http``, ``websocket``, ``worker``) when it is an outage; whether it was."""
+    """Count ``exc`` in ``toolcore_outages_total`` (kind ``database``, ``channel_layer`` or
+    ``asset_storage``, caught ``where``: ``http``, ``websocket``, ``worker``, ``mcp``) when it
+    is an outage; whether it was."""
     if not is_outage(exc):
         return False
     kind = (

@@ -38,7 +38,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import is_version_at_least
 
 from .. import selectors
-from ..api.outages import OUTAGES, unavailable_message
+from ..api.outages import OUTAGES, outage_noted, unavailable_message
 from ..barrier import until_settled
 from ..detached import detached
 from ..errors import DomainError, NotFound, TurnOpen
@@ -131,6 +131,7 @@ async def call_tool(
     except DomainError as exc:  # too many bytes, the request id reused with other arguments
         raise MCPError(code=INVALID_PARAMS, message=exc.message) from None
     except OUTAGES as exc:
+        outage_noted(exc, "mcp")
         raise MCPError(code=INTERNAL_ERROR, message=unavailable_message(exc)) from None
     call_id = call_id_of(session.conversation_id, session.pk, ctx.request_id)
     await on_database(_cancelled_early)(session.pk, ctx.request_id, call_id)
@@ -183,6 +184,7 @@ class _Waiter:
                 message=f"Tool call {self.call_id} is gone: its conversation was deleted.",
             ) from None
         except OUTAGES as exc:
+            outage_noted(exc, "mcp")
             raise MCPError(
                 code=INTERNAL_ERROR,
                 message=f"{unavailable_message(exc)} Tool call {self.call_id} goes on: read it "

@@ -47,9 +47,9 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from .. import selectors
+from .. import metrics, selectors
 from ..api.auth import bearer_token, token_authenticate
-from ..api.outages import OUTAGES, unavailable_message
+from ..api.outages import OUTAGES, outage_noted, unavailable_message
 from ..api.throttle import scope_address, token_failure, token_lockout_text
 from ..bodies import strict_loads
 from ..errors import NotFound, ValidationFailed
@@ -271,8 +271,12 @@ class McpApplication:
         started = False
 
         async def tracked(message: dict[str, Any]) -> None:
+            """Every answer of ``/mcp/`` goes out here, the SDK's included: counted in
+            ``toolcore_http_responses_total`` as Django's are (its middleware never sees it)."""
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                metrics.http_answer_counted(message["status"])
             await send(message)
 
         try:
@@ -283,6 +287,7 @@ class McpApplication:
             await answer(tracked, refusal.status, refusal.body, refusal.headers)
         except OUTAGES as exc:
             logger.error("MCP request unavailable: %s", exc)
+            outage_noted(exc, "mcp")
             if not started:
                 body = rpc_error(INTERNAL_ERROR, unavailable_message(exc))
                 await answer(tracked, 503, body, [(b"retry-after", b"1")])

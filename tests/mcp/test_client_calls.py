@@ -95,7 +95,9 @@ def test_images_become_assets_and_resources_are_listed(user, tmp_path):
     )
     image = Asset.objects.get(pk__in=pictured["assetIds"], kind="image")
     assert image.media_type == "image/png" and image.path.endswith("/images/1.png")
-    assert (Path(settings.DATA_DIR) / image.path).read_bytes().startswith(b"\x89PNG")
+    served = client_for(user).get(f"/api/v1/assets/{image.pk}")  # from either asset store
+    assert served.status_code == 200, served.content
+    assert b"".join(served.streaming_content).startswith(b"\x89PNG")
     text = _text(documented)
     assert "[resource file:///notes.txt (text/plain)]\nthe notes" in text
     assert "[resource link big.log file:///big.log (text/plain)]" in text

@@ -2,7 +2,7 @@
 ``manage.py mcp_add`` against real servers from PyPI (``mcp-server-time``, ``mcp-server-git``),
 named ``mcp__<server>__<tool>`` with the server's schema, asked by default, their risk from the
 server's annotations; arguments checked, servers disabled or of another owner refused; secrets
-sealed, never shown."""
+sealed, never shown; approving a tool not annotated read-only needs tools.run_commands."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from conversations.models import ToolCall
 from tests.conftest import client_for
+from tests.conversations.api_helpers import grant_run_commands
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.tools.worker_helpers import response_of
 from tools.catalog import catalog_tools, mcp_tool_name, mcp_tool_parts, tool_spec
@@ -18,7 +19,13 @@ from tools.models import McpServer, McpTool
 from tools.runtime.mcp.secrets import secret_open
 from tools.runtime.mcp.services import mcp_server_save, mcp_tools_store
 
-from .client_helpers import BIN, add_server, git_repository, mcp_clean  # noqa: F401 - a fixture
+from .client_helpers import (  # noqa: F401 - mcp_clean: a fixture
+    BIN,
+    add_server,
+    git_repository,
+    http_tiny_server,
+    mcp_clean,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("mcp_clean")]
 
@@ -139,6 +146,61 @@ def test_mcp_add_refuses_bad_input_with_a_message():
     assert McpServer.objects.get(name="gone").tools_error.startswith("MCP server “gone”")
 
 
+def test_mcp_add_registers_a_streamable_http_server_by_url_with_a_sealed_header(capsys, tmp_path):
+    """The tiny server refuses a request without its header: its tools listed say the header
+    was sent."""
+    with http_tiny_server("s3cret", tmp_path / "record.txt") as url:
+        call_command("mcp_add", "web", "--url", url, "--header", "X-Test-Token=s3cret")
+    printed = capsys.readouterr()
+    assert "MCP server web registered (http, for every owner)." in printed.out
+    assert "mcp__web__echo" in printed.out
+    assert "s3cret" not in printed.out + printed.err
+    server = McpServer.objects.get(name="web")
+    assert (server.transport, server.url) == ("http", url)
+    assert (server.command, server.arguments, server.environment) == ("", [], {})
+    assert list(server.headers) == ["X-Test-Token"]
+    assert "s3cret" not in str(server.headers)
+    assert secret_open(server.headers["X-Test-Token"]) == "s3cret"
+    assert server.tools_listed_at is not None and server.tools_error == ""
+    assert tool_spec("mcp__web__echo").risk == "read"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--url", "http://127.0.0.1:9/mcp", "--", "true"], "Give either -- COMMAND"),
+        (["--url", "ftp://example.com/mcp"], "A Streamable HTTP server needs an http(s) URL."),
+        (["--url", "http:///mcp"], "A Streamable HTTP server needs an http(s) URL."),
+        (["--url", "http://127.0.0.1:9/mcp", "--env", "A=1"], "--env is for stdio servers"),
+        (["--header", "X-Token=1", "--", "true"], "--header is for HTTP servers"),
+        (["--url", "http://127.0.0.1:9/mcp", "--header", "s3cret"], "has no '='"),
+        (["--url", "http://127.0.0.1:9/mcp", "--header", "=s3cret"], "has no name before '='"),
+        (["--url", "http://127.0.0.1:9/mcp", "--header", "Bad Name=s3cret"], "not a valid name"),
+        (
+            ["--url", "http://127.0.0.1:9/mcp", "--header", "X-Token=s3cret\r\nX-More: 1"],
+            "the value of 'X-Token' holds a forbidden character",
+        ),
+    ],
+    ids=[
+        "command-and-url",
+        "ftp",
+        "no-host",
+        "env",
+        "header-stdio",
+        "no-pair",
+        "no-name",
+        "bad-name",
+        "crlf",
+    ],
+)
+def test_mcp_add_refuses_bad_http_input_with_a_message(arguments, message):
+    with pytest.raises(CommandError) as refused:
+        call_command("mcp_add", "web", *arguments)
+    assert message in str(refused.value)
+    assert "s3cret" not in str(refused.value)  # a secret value is never printed back
+    assert not McpServer.objects.exists()
+
+
 def test_the_host_port_leaves_registered_servers_tools_to_the_workers(user):
     add_server("time", *TIME)
     host = client_for(user, scopes=["host"])
@@ -180,3 +242,51 @@ def test_toolcore_as_an_mcp_server_lists_the_registered_servers_tools_to_their_o
     theirs = {tool.name for tool in tools_list(other_user.pk).tools}
     assert "mcp__notes__lookup" not in theirs and "bash" in theirs
     assert published_spec("mcp__notes__lookup", other_user.pk) is None
+
+
+def test_approving_a_tool_not_annotated_read_only_needs_run_commands(user):
+    """A tool its server does not annotate read-only may do anything (risk ``execute``):
+    approving it needs ``tools.run_commands``, as approving ``bash`` does, a staff member's
+    approval included; a read-only one does not. The check comes before any worker, so no
+    server runs: its tools are stored as its listing would store them."""
+    server = mcp_server_save(name="deploy", transport="stdio", command="deploy-server")
+    schema = {"type": "object", "properties": {"target": {"type": "string"}}}
+    mcp_tools_store(
+        server_id=server.pk,
+        tools=[
+            {"name": "ship", "description": "Ships.", "inputSchema": schema},
+            {
+                "name": "status",
+                "description": "Says.",
+                "inputSchema": schema,
+                "annotations": {"readOnlyHint": True},
+            },
+        ],
+    )
+    assert tool_spec("mcp__deploy__ship").risk == "execute"
+    user.is_staff = True
+    user.save()
+    api = client_for(user)
+    allow = {"requestId": "r1", "kind": "approval", "decision": "allow"}
+
+    execute = _post(user, "mcp__deploy__ship", {"target": "prod"})
+    assert _state(execute) == "awaiting_approval"
+    refused = api.post_json(f"/api/v1/tool-calls/{execute}/resolution", allow)
+    assert refused.status_code == 403, refused.content
+    error = refused.json()["error"]
+    assert error["code"] == "forbidden"
+    assert error["message"] == (
+        "Approving mcp__deploy__ship (it runs programs) needs the permission tools.run_commands."
+    )
+    call = ToolCall.objects.get(pk=execute)
+    assert call.state == "awaiting_approval" and call.resolution is None  # nothing written
+
+    read = _post(user, "mcp__deploy__status", {"target": "prod"})
+    assert _state(read) == "awaiting_approval"
+    answer = api.post_json(f"/api/v1/tool-calls/{read}/resolution", allow)
+    assert answer.status_code == 200, answer.content
+
+    grant_run_commands(user)
+    answer = api.post_json(f"/api/v1/tool-calls/{execute}/resolution", allow)
+    assert answer.status_code == 200, answer.content
+    assert _state(execute) == "ready"

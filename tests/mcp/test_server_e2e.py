@@ -222,6 +222,43 @@ async def test_a_denial_over_rest_is_an_error_result(mcp_site):
     assert "Approval denied." in _texts(result)[0]
 
 
+async def test_a_deny_rule_answers_at_once_with_the_denied_error_result(mcp_site):
+    """A global deny rule of the admin's (its pattern names only this test's command, so the
+    module's other calls are still asked): nothing is asked, nothing waits, nothing runs."""
+    mcp_site.manage(
+        "shell",
+        "-c",
+        "from tools.models import PermissionRule\n"
+        "PermissionRule.objects.create(tool_name='bash', pattern='echo denied-by-rule *', "
+        "decision='deny', reason='Not this one.')",
+    )
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return await allow(ctx, params)
+
+    progress = Progress()
+    async with mcp_client(mcp_site.server, mcp_site.token, elicit=elicit) as session:
+        result = await asyncio.wait_for(
+            session.call_tool(
+                "bash", {"command": "echo denied-by-rule now"}, progress_callback=progress
+            ),
+            10,  # "at once": well under the wait of an approval, nobody answers anything
+        )
+    assert result.is_error
+    assert result.structured_content["outcome"] == "denied"
+    assert not asked and not progress.messages  # never awaited an approval
+    call_id = result.structured_content["toolCallId"]
+    settled = await _settled(mcp_site.server, mcp_site.token, call_id)
+    assert settled["outcome"] == "denied"
+    payload = settled["response"]["payload"]
+    assert payload["supervision"]["decision"] == "deny"
+    assert payload["supervision"]["rule"]["pattern"] == "echo denied-by-rule *"
+    assert payload["resolution"] is None  # nobody was asked
+    assert "Reason: Not this one." in _texts(result)[0]
+
+
 @pytest.mark.parametrize(("answer", "outcome"), [(allow, "completed"), (deny, "denied")])
 async def test_the_clients_user_decides_through_elicitation(mcp_site, answer, outcome):
     asked: list[types.ElicitRequestParams] = []

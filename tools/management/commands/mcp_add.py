@@ -18,9 +18,13 @@ from tools.runtime.mcp.services import McpUnavailable, mcp_server_refresh, mcp_s
 
 
 def _pair(raw: str) -> tuple[str, str]:
+    """``NAME=VALUE`` as a pair. A refused one is not echoed: without its ``=`` it may be a
+    secret value given alone (``--header "Authorization: Bearer …"``)."""
     name, sep, value = raw.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, not {raw.split('=')[0]!r}…")
+    if not sep:
+        raise argparse.ArgumentTypeError("must be NAME=VALUE; this one has no '='.")
+    if not name:
+        raise argparse.ArgumentTypeError("must be NAME=VALUE; this one has no name before '='.")
     return name, value
 
 
