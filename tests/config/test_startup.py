@@ -235,3 +235,24 @@ def test_a_good_configuration_starts_the_asgi_app(tmp_path):
     assert "ProtocolTypeRouter" in result.stdout
     if not url:
         assert (tmp_path / "data" / "toolcore.sqlite3").exists()
+
+
+def test_a_process_that_never_connects_to_an_mcp_server_does_not_load_the_sdk(tmp_path):
+    # The SDK costs more than a second of imports: a command or a worker pays it only with
+    # its first connection to a server (the MCP endpoint's daphne loads it with config.asgi).
+    loaded = (
+        "import sys, django; django.setup()\n"
+        "from django.core.management import call_command\n"
+        "from tools.runtime import registry, worker\n"
+        "call_command('check', verbosity=0)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))"
+    )
+    result, _ = _start(tmp_path, [PYTHON, "-c", loaded], **_production())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+    served, _ = _start(
+        tmp_path,
+        [PYTHON, "-c", "import sys, config.asgi; print('mcp' in sys.modules)"],
+        **_production(),
+    )
+    assert served.stdout.strip() == "True", served.stderr
