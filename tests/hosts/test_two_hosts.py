@@ -348,7 +348,9 @@ def test_a_host_whose_worker_died_settles_its_calls_and_is_released_after_the_gr
     background = _call(
         a["rest"], cid, turn_id, "bg", command="echo lines; sleep 15", run_in_background=True
     )
-    run_id = _response(a["rest"], cid, background)["asyncRunId"]
+    answered = _response(a["rest"], cid, background)
+    assert "asyncRunId" in answered, answered
+    run_id = answered["asyncRunId"]
     running = _call(a["rest"], cid, turn_id, "running", command="pwd; sleep 15")
     deadline = time.monotonic() + 20
     while a["rest"].call("GET", f"/tool-calls/{running}")["state"] != "running":
@@ -360,7 +362,7 @@ def test_a_host_whose_worker_died_settles_its_calls_and_is_released_after_the_gr
     # Its running call settles as on one host: indeterminate, once the lease ran out.
     assert _response(a["rest"], cid, running)["outcome"] == "indeterminate"
     # Its run's log page: no worker of host-b answers.
-    status, body = _log(a["daphne"].port, made.token, run_id)
+    status, body = _log(a["daphne"].port, made.token, f"/async-runs/{run_id}")
     assert (status, body["error"]["code"]) == (503, "unavailable"), body
     assert "host-b" in body["error"]["message"]
 
