@@ -44,3 +44,25 @@ def test_a_question_for_a_folder_outside_the_data_dir_is_refused(folder):
     asked = {"folder": folder, "stream": "output", "offset": 0, "limit": 1, "status": "running"}
     with pytest.raises(ValidationFailed, match="Not a capture file"):
         page_read(asked)
+
+
+@pytest.mark.parametrize("offset", [None, 7])
+def test_a_capture_not_written_yet_is_an_empty_page_and_writes_nothing(offset):
+    asked = {
+        "folder": "launches/not-started",
+        "stream": "output",
+        "offset": offset,
+        "limit": 50,
+        "status": "running",
+    }
+    assert page_read(asked) == {
+        "lines": [],
+        "offset": offset or 0,
+        "limit": 50,
+        "totalLines": 0,
+        "nextOffset": None,
+        "status": "running",
+        "path": None,
+        "truncated": False,
+    }
+    assert not (data_dir() / "launches" / "not-started").exists()

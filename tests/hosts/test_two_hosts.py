@@ -160,9 +160,10 @@ def _ran_on(payload: dict[str, Any], hosts: dict[str, Any]) -> str:
     return found[0]
 
 
-def _log(port: int, token: str, run_id: str) -> tuple[int, Any]:
+def _log(port: int, token: str, process: str) -> tuple[int, Any]:
+    """The first page of ``process``'s log (``/async-runs/ID`` or ``/launches/ID``)."""
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/api/v1/async-runs/{run_id}/log?offset=0&limit=500",
+        f"http://127.0.0.1:{port}/api/v1{process}/log?offset=0&limit=500",
         headers={"Authorization": f"Bearer {token}"},
     )
     try:
@@ -240,8 +241,8 @@ async def _live_output_through_the_other_daphne(made: Site, hosts: dict, on_b) -
 
 
 def _log_pages_from_either_daphne(made: Site, hosts: dict, on_a) -> None:
-    """An async run on host-a: its log page read by host-b's daphne (asked of host-a's worker
-    over the channel layer) is the page host-a's daphne reads from its disk."""
+    """An async run and a launch on host-a: their log pages read by host-b's daphne are those
+    host-a's daphne reads from its disk."""
     cid, turn_id = on_a
     rest = hosts["host-b"]["rest"]
     call = _call(
@@ -254,20 +255,38 @@ def _log_pages_from_either_daphne(made: Site, hosts: dict, on_a) -> None:
     )
     run_id = _response(rest, cid, call)["asyncRunId"]
     assert run_id
+    _same_page_from_either_daphne(made, hosts, f"/async-runs/{run_id}")
+    # The capture is on host-a's disk only: no shared directory.
+    assert list((hosts["host-a"]["root"] / "data" / "conversations" / cid).rglob("output.txt"))
+    assert not (hosts["host-b"]["root"] / "data" / "conversations" / cid).exists()
+    rest.call("POST", f"/async-runs/{run_id}/kill")
+
+    # A launch in that conversation's workspace is pinned with it: host-a's worker runs it,
+    # and its log pages too are the same through either daphne.
+    workspace = rest.call("GET", f"/conversations/{cid}")["workspace"]
+    launch = rest.call(
+        "POST", "/launches", {"name": "ticks", "command": "seq 1 300; sleep 20", "cwd": workspace}
+    )
+    _same_page_from_either_daphne(made, hosts, f"/launches/{launch['id']}")
+    launches = hosts["host-a"]["root"] / "data" / "launches" / launch["id"]
+    assert (launches / "output.txt").exists()
+    assert not (hosts["host-b"]["root"] / "data" / "launches").exists()
+    rest.call("POST", f"/launches/{launch['id']}/stop")
+
+
+def _same_page_from_either_daphne(made: Site, hosts: dict, process: str) -> None:
+    """``process`` prints 1 to 300 on host-a: host-b's daphne reads its page (asked of
+    host-a's worker over the channel layer) as host-a's daphne reads it from its disk."""
     deadline = time.monotonic() + 20
     while True:
-        status, page = _log(hosts["host-b"]["daphne"].port, made.token, run_id)
+        status, page = _log(hosts["host-b"]["daphne"].port, made.token, process)
         assert status == 200, page
         if page["totalLines"] == 300 or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert page["lines"][:3] == ["1", "2", "3"] and page["totalLines"] == 300
-    status, same = _log(hosts["host-a"]["daphne"].port, made.token, run_id)
+    status, same = _log(hosts["host-a"]["daphne"].port, made.token, process)
     assert (status, same) == (200, page)
-    # The capture is on host-a's disk only: no shared directory.
-    assert list((hosts["host-a"]["root"] / "data" / "conversations" / cid).rglob("output.txt"))
-    assert not (hosts["host-b"]["root"] / "data" / "conversations" / cid).exists()
-    rest.call("POST", f"/async-runs/{run_id}/kill")
 
 
 def _get(port: int, token: str, path: str, **headers: str) -> tuple[int, bytes]:
@@ -329,7 +348,9 @@ def test_a_host_whose_worker_died_settles_its_calls_and_is_released_after_the_gr
     background = _call(
         a["rest"], cid, turn_id, "bg", command="echo lines; sleep 15", run_in_background=True
     )
-    run_id = _response(a["rest"], cid, background)["asyncRunId"]
+    answered = _response(a["rest"], cid, background)
+    assert "asyncRunId" in answered, answered
+    run_id = answered["asyncRunId"]
     running = _call(a["rest"], cid, turn_id, "running", command="pwd; sleep 15")
     deadline = time.monotonic() + 20
     while a["rest"].call("GET", f"/tool-calls/{running}")["state"] != "running":
@@ -341,7 +362,7 @@ def test_a_host_whose_worker_died_settles_its_calls_and_is_released_after_the_gr
     # Its running call settles as on one host: indeterminate, once the lease ran out.
     assert _response(a["rest"], cid, running)["outcome"] == "indeterminate"
     # Its run's log page: no worker of host-b answers.
-    status, body = _log(a["daphne"].port, made.token, run_id)
+    status, body = _log(a["daphne"].port, made.token, f"/async-runs/{run_id}")
     assert (status, body["error"]["code"]) == (503, "unavailable"), body
     assert "host-b" in body["error"]["message"]
 

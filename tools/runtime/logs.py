@@ -20,7 +20,7 @@ from pydantic import Field
 from conversations.api.responses import json_response
 from conversations.errors import ValidationFailed
 from conversations.storage import CAPTURE_MAX_BYTES, data_dir
-from projections.logpages import PageParamError, read_page
+from projections.logpages import PageParamError, page_answer, read_page
 
 from .host_pages import page_asked
 
@@ -71,8 +71,9 @@ def page_read(asked: dict[str, Any]) -> dict[str, Any]:
     try:
         truncated = path.stat().st_size >= CAPTURE_MAX_BYTES
     except FileNotFoundError:  # not started yet: an empty page (a read never writes)
-        empty = {"lines": [], "offset": offset or 0, "limit": limit, "totalLines": 0}
-        return {**empty, "nextOffset": None, "status": status, "path": None, "truncated": False}
+        return page_answer(
+            offset or 0, [], 0, 0, limit=limit, status=status, truncated=False, path=""
+        )
     try:
         return read_page(
             Path(path),

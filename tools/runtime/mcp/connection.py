@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import io
-import json
 import os
 import sys
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from mcp import Client
@@ -34,42 +31,13 @@ from mcp_types import CONNECTION_CLOSED, Implementation
 
 from projections.units import cut_text
 
+from .server_config import ServerConfig
+
 # The handshake and the listing of the tools must answer within this many seconds.
 CONNECT_SECONDS = 30.0
 # A listing stops after this many pages (a server whose cursor never ends cannot hang it).
 LIST_PAGES_MAX = 100
 CLIENT_NAME = "toolcore"
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """What connecting to a server needs, secrets opened (never in its ``repr``)."""
-
-    id: int
-    name: str
-    transport: str
-    command: str = ""
-    arguments: tuple[str, ...] = ()
-    url: str = ""
-    environment: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
-    headers: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def fingerprint(self) -> str:
-        """Changes whenever anything the connection uses changes (a session made for another
-        fingerprint is replaced)."""
-        material = json.dumps(
-            [
-                self.transport,
-                self.command,
-                self.arguments,
-                self.url,
-                self.environment,
-                self.headers,
-            ],
-            sort_keys=True,
-        )
-        return hashlib.sha256(material.encode()).hexdigest()
 
 
 def _errlog() -> TextIO:

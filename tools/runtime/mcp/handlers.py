@@ -14,16 +14,13 @@ from __future__ import annotations
 import asyncio
 
 from django.conf import settings
-from mcp.shared.exceptions import MCPError
 
 from conversations.services.settlement import INDETERMINATE_REASON
 from tools.catalog import mcp_tool_parts, tool_spec
 
 from ..base import CallContext, HandlerResult, ToolError
-from .connection import ServerConfig, error_text
-from .results import result_of
+from .server_config import ServerConfig
 from .services import McpUnavailable, mcp_ready_tools, mcp_server_for_call
-from .sessions import CallTimedOut, ConnectFailed, ServerGone, mcp_sessions
 
 
 def _unknown(ctx: CallContext, server: str, why: str) -> HandlerResult:
@@ -38,6 +35,14 @@ def _unknown(ctx: CallContext, server: str, why: str) -> HandlerResult:
 
 async def mcp_call(ctx: CallContext) -> HandlerResult:
     """Run one MCP tool call on its server and settle what it answered."""
+    # The SDK loads with the process's first MCP call: a worker that never makes one does not
+    # pay its second of imports at start.
+    from mcp.shared.exceptions import MCPError
+
+    from .connection import error_text
+    from .results import result_of
+    from .sessions import CallTimedOut, ConnectFailed, ServerGone, mcp_sessions
+
     parts = mcp_tool_parts(ctx.tool_name)
     if parts is None:
         raise ToolError(f"{ctx.tool_name} is not the name of an MCP server's tool.")

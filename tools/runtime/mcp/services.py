@@ -32,8 +32,8 @@ from tools.catalog import (
 )
 from tools.models import McpServer, McpTool
 
-from .connection import ServerConfig, error_text, tools_list_once
 from .secrets import SecretUnreadable, secret_seal, secrets_open
+from .server_config import ServerConfig
 from .specs import CATALOG
 
 logger = logging.getLogger(__name__)
@@ -280,6 +280,8 @@ def mcp_server_refresh(*, server: McpServer) -> list[str]:
     """Connect to ``server``, list its tools and store them (``mcp_add``, the admin's save and
     its "refresh tools" action). ``McpUnavailable`` saying why when it cannot be reached; the
     reason is kept on the row."""
+    from .connection import error_text, tools_list_once  # the SDK: only where it connects
+
     try:
         tools = tools_list_once(server_config(server))
     except McpUnavailable as exc:

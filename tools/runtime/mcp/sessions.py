@@ -35,7 +35,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .connection import CONNECT_SECONDS, ServerConfig, error_text, mcp_connect, tools_list
+from .connection import CONNECT_SECONDS, error_text, mcp_connect, tools_list
+from .server_config import ServerConfig
 from .services import mcp_tools_failed, mcp_tools_store
 
 logger = logging.getLogger(__name__)
