@@ -92,6 +92,7 @@ def two_hosts(tmp_path, request):
                 "worker": made.tool_worker(**env),
             }
             hosts[name]["rest"] = Rest(hosts[name]["daphne"].port, made.token)
+        _until_both_hosts_beat(made)
         yield made, hosts
         # The one error expected: the 503 of a log page whose host has no worker (Django logs
         # every 5xx).
@@ -100,6 +101,21 @@ def two_hosts(tmp_path, request):
         assert not errors, "a process logged errors:\n" + "\n".join(errors[:20])
     finally:
         made.close()
+
+
+def _until_both_hosts_beat(made: Site) -> None:
+    """Each host's worker has its heartbeat: a host with none counts as gone (recovery would
+    release a conversation pinned to a host whose worker is still starting)."""
+    made.manage(
+        "shell",
+        "-c",
+        "import time\n"
+        "from tools.models import WorkerHeartbeat\n"
+        "deadline = time.monotonic() + 60\n"
+        f"while not set(WorkerHeartbeat.objects.values_list('host', flat=True)) >= {set(HOSTS)!r}:\n"
+        "    assert time.monotonic() < deadline, 'a worker never beat'\n"
+        "    time.sleep(0.2)",
+    )
 
 
 def _own_redis(url: str) -> str:
