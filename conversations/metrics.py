@@ -250,13 +250,13 @@ def _database_families() -> Iterable[GaugeMetricFamily]:
 
 
 def _workers_alive() -> GaugeMetricFamily:
-    """Workers whose heartbeat is within the lease, per host; a host whose workers all died
-    (rows kept a day, ``tools/runtime/presence.py``) shows 0."""
+    """Workers running whose heartbeat is within the lease, per host; a host whose workers all
+    died or stopped (rows kept a day, ``tools/runtime/presence.py``) shows 0."""
     cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
     rows = (
         WorkerHeartbeat.objects.order_by()
         .values_list("host")
-        .annotate(alive=Count("pk", filter=Q(heartbeat_at__gte=cutoff)))
+        .annotate(alive=Count("pk", filter=Q(heartbeat_at__gte=cutoff, stopped_at__isnull=True)))
     )
     family = GaugeMetricFamily(
         "toolcore_workers_alive",

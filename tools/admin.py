@@ -98,9 +98,10 @@ class PermissionRuleAdmin(ExactSearchMixin, SupportAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(ReadOnlyAdmin):
     """The tool workers that said they were alive within the last day (a row a worker, renewed
-    every third of the lease; ``tools/runtime/presence.py``), by host."""
+    every third of the lease; ``tools/runtime/presence.py``), by host; "stopped at" is set
+    for a worker that stopped in order."""
 
-    list_display = ("name", "host", "started_at", "heartbeat_at")
+    list_display = ("name", "host", "started_at", "heartbeat_at", "stopped_at")
     list_filter = ("host",)
     search_fields = ("name", "host")
     fields = list_display

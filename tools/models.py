@@ -252,7 +252,8 @@ class McpTool(models.Model):
 class WorkerHeartbeat(models.Model):
     """A tool worker while it runs (``tools/runtime/presence.py``): its host and the last time
     it said it was alive, every third of the lease, by the database's clock. A worker stopped in
-    order deletes its row; a dead one's stays, its heartbeat ageing, and goes a day later.
+    order marks its row stopped (its last heartbeat the time it stopped: a host's grace runs
+    from it); a dead one's row stays as it was, its heartbeat ageing. Both go a day later.
     ``/metrics`` counts the live ones per host (``toolcore_workers_alive``)."""
 
     name = models.CharField(max_length=255, primary_key=True)
@@ -262,6 +263,8 @@ class WorkerHeartbeat(models.Model):
     # Its channel on the channel layer, where a web process of another host asks it for a log
     # page of its host's disk (``tools/runtime/host_pages.py``); "" when it answers none.
     channel = models.CharField(max_length=255, blank=True, default="")
+    # When it stopped in order; None while it runs (or when it died without a word).
+    stopped_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["host", "name"]

@@ -10,12 +10,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from conversations.errors import HostUnavailable
 from conversations.models import Conversation, ToolCall
 from conversations.services.claims import claim_acquire_batch
 from conversations.services.recovery import recover_all
 from tools.models import Launch, WorkerHeartbeat
+from tools.runtime.host_pages import page_asked
 from tools.runtime.launches.services import launch_create, launches_waiting
-from tools.runtime.presence import hosts_gone, worker_heartbeat
+from tools.runtime.presence import hosts_gone, worker_gone, worker_heartbeat
 
 from .helpers import assistant_calls, new_conversation, open_turn
 
@@ -113,6 +115,41 @@ def test_a_host_within_its_grace_and_the_sweepers_own_host_are_never_released(us
     settings.TOOLCORE_SHARED_WORKSPACES = True
     _heartbeat("b", age_seconds=600)
     assert hosts_gone() == []  # shared workspaces: nothing is pinned, nothing released
+
+
+def test_a_host_whose_workers_stopped_in_order_keeps_its_conversations_for_the_grace(user):
+    """A deploy restarts every worker of b in order: b's stop is its last sign of life, so no
+    sweep releases its conversations before the grace has run from it."""
+    pinned = new_conversation(user)
+    Conversation.objects.filter(pk=pinned.pk).update(host="b")
+    worker_heartbeat(name="b:1", host="b")
+    worker_gone(name="b:1")
+    row = WorkerHeartbeat.objects.get(name="b:1")
+    assert row.stopped_at is not None and row.channel == ""
+    assert hosts_gone() == []
+    recover_all()
+    assert Conversation.objects.get(pk=pinned.pk).host == "b"
+    long_ago = timezone.now() - timedelta(seconds=61)  # b never came back
+    WorkerHeartbeat.objects.filter(name="b:1").update(heartbeat_at=long_ago, stopped_at=long_ago)
+    assert hosts_gone() == ["b"]
+    recover_all()
+    row = Conversation.objects.get(pk=pinned.pk)
+    assert (row.host, row.lost_host) == ("", "b")
+
+
+def test_a_worker_that_starts_again_under_its_name_is_running_again(user):
+    worker_heartbeat(name="b:1", host="b", channel="chan-1")
+    worker_gone(name="b:1")
+    worker_heartbeat(name="b:1", host="b", channel="chan-2")
+    row = WorkerHeartbeat.objects.get(name="b:1")
+    assert (row.stopped_at, row.channel) == (None, "chan-2")
+
+
+def test_a_worker_stopped_in_order_is_not_asked_for_log_pages():
+    worker_heartbeat(name="b:1", host="b", channel="chan-1")
+    worker_gone(name="b:1")
+    with pytest.raises(HostUnavailable, match="No worker of host 'b'"):
+        page_asked("b", {"kind": "launch"})
 
 
 def test_a_launch_in_a_pinned_workspace_waits_for_its_host_and_is_lost_with_it(user):

@@ -119,7 +119,9 @@ def _until_both_hosts_beat(made: Site) -> None:
 
 
 def _own_redis(url: str) -> str:
-    """Redis database 12: the suite flushes its own after every test."""
+    """Redis database 12: the hosts' groups kept apart from the suite's own database, which
+    ``tests/conftest.py`` flushes between tests. Two runs of this suite at once on one Redis
+    share it (CI runs one)."""
     return url.rsplit("/", 1)[0] + "/12"
 
 

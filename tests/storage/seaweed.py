@@ -8,6 +8,7 @@ gateway gets one identity whose keys the tests use (``-s3.config``).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import shutil
 import signal
@@ -40,6 +41,17 @@ PORT_FLAGS = (
     "s3.port.iceberg",
     "s3.port.lance",
 )
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _end_with_parent() -> None:
+    """In the child before ``exec``: SIGTERM when the process that started it ends, so that a
+    pytest killed (``kill -9``, a timeout) leaves no ``weed`` serving behind it."""
+    prctl = getattr(ctypes.CDLL(None), "prctl", None)
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def weed_binary() -> str | None:
@@ -104,7 +116,12 @@ def seaweed_start(binary: str, *, bucket: str) -> Seaweed:
     args += [f"-s3.config={config}", f"-bucket={bucket}"]
     log = open(Path(folder) / "weed.log", "wb")  # noqa: SIM115 - the process keeps it
     process = subprocess.Popen(
-        args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=folder,
+        preexec_fn=_end_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
     )
     server = Seaweed(process, folder, f"http://127.0.0.1:{ports['s3.port']}")
     deadline = time.monotonic() + START_SECONDS

@@ -8,8 +8,9 @@ import pytest
 
 from conversations.models import Conversation, ToolCall
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
+from tools.models import WorkerHeartbeat
 from tools.runtime.base import CallContext, HandlerResult
-from tools.runtime.presence import worker_heartbeat
+from tools.runtime.presence import hosts_gone, worker_heartbeat
 
 from .worker_helpers import response_of, running_worker, wait_for
 
@@ -55,3 +56,18 @@ def test_the_first_call_after_its_host_was_released_fails_naming_the_lost_worksp
         assert wait_for(lambda: response_of(second), timeout=5)["outcome"] == "completed"
     row = Conversation.objects.get(pk=released.pk)
     assert (row.host, row.lost_host) == ("here", "")
+
+
+def test_a_worker_stopped_in_order_leaves_its_host_alive_for_the_grace(user, settings):
+    """A restart in order (a deploy) is not a lost host: the stopped worker's row stays, marked
+    stopped, and another host's sweep finds its host within the grace."""
+    settings.TOOLCORE_HOST_GRACE = 60
+    conversation = new_conversation(user)
+    with running_worker(handlers={"ls": _listing}, poll_seconds=60) as worker:
+        call_id = _ready(conversation)
+        assert wait_for(lambda: response_of(call_id), timeout=5)["outcome"] == "completed"
+    assert Conversation.objects.get(pk=conversation.pk).host == "here"
+    row = WorkerHeartbeat.objects.get(name=worker.name)
+    assert row.host == "here" and row.stopped_at is not None
+    settings.TOOLCORE_HOST_NAME = "another"  # the sweep of another host
+    assert hosts_gone() == []

@@ -48,7 +48,7 @@ def _channel_of(host: str) -> str | None:
     """The channel of the live worker of ``host`` with the freshest heartbeat, if any."""
     live = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
     return (
-        WorkerHeartbeat.objects.filter(host=host, heartbeat_at__gte=live)
+        WorkerHeartbeat.objects.filter(host=host, heartbeat_at__gte=live, stopped_at__isnull=True)
         .exclude(channel="")
         .order_by("-heartbeat_at")
         .values_list("channel", flat=True)

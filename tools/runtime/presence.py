@@ -1,8 +1,13 @@
 """Which workers are alive, by host: one ``WorkerHeartbeat`` row a running worker
 (``tools/models.py``), renewed every third of the lease, read by ``/metrics``
 (``toolcore_workers_alive``), the admin's Workers page, the recovery sweep (a host without a
-live worker for ``TOOLCORE_HOST_GRACE`` seconds gives up its pinned conversations) and the web
+sign of life for ``TOOLCORE_HOST_GRACE`` seconds gives up its pinned conversations) and the web
 processes that ask a host for a log page (``host_pages.py``: a worker's ``channel``).
+
+A worker that stops in order keeps its row, marked stopped at that moment: it no longer
+counts as alive, but its stop is its host's last sign of life, so a host whose workers all
+restart in order (a deploy) keeps its conversations for the grace, as one whose workers died
+does from their last heartbeat.
 
 Written by the database's clock, like leases: a worker whose own clock is wrong still counts as
 alive exactly while its heartbeat is fresh.
@@ -36,7 +41,12 @@ def worker_heartbeat(*, name: str, host: str, channel: str | None = None) -> Non
     prune or a restore took it) along with dropping rows of workers dead for a day. ``channel``:
     where it answers log pages of its host's disk (``host_pages.py``)."""
     now = vendor_sql().now()
-    fields = {"heartbeat_at": now, "host": host[:255], "channel": (channel or "")[:255]}
+    fields = {
+        "heartbeat_at": now,
+        "host": host[:255],
+        "channel": (channel or "")[:255],
+        "stopped_at": None,
+    }
     with transaction.atomic():
         if WorkerHeartbeat.objects.filter(name=name).update(**fields):
             return
@@ -47,17 +57,19 @@ def worker_heartbeat(*, name: str, host: str, channel: str | None = None) -> Non
 
 
 def worker_gone(*, name: str) -> None:
-    """The worker ``name`` stopped in order: no longer counted."""
-    WorkerHeartbeat.objects.filter(name=name).delete()
+    """The worker ``name`` stopped in order: no longer counted alive nor asked for log pages,
+    its stop the last sign of life of its host (``hosts_gone``)."""
+    now = vendor_sql().now()
+    WorkerHeartbeat.objects.filter(name=name).update(heartbeat_at=now, stopped_at=now, channel="")
 
 
 # --- hosts gone with their workspaces (docs/deployment.md, "Pinned workspaces") --------------
 
 
 def hosts_gone() -> list[str]:
-    """The hosts conversations are pinned to that had no live worker for
-    ``TOOLCORE_HOST_GRACE`` seconds (by the database's clock); never this process's own host,
-    which is alive since it asks. None without pinning."""
+    """The hosts conversations are pinned to that gave no sign of life (a worker's heartbeat,
+    or its stop in order) for ``TOOLCORE_HOST_GRACE`` seconds (by the database's clock); never
+    this process's own host, which is alive since it asks. None without pinning."""
     if settings.TOOLCORE_SHARED_WORKSPACES:
         return []
     grace = timedelta(seconds=settings.TOOLCORE_HOST_GRACE)
