@@ -11,6 +11,9 @@ store (SeaweedFS's S3, started by the suite) are shared.
   once the lease ran out), its log pages answer 503 while no worker of it lives, and after
   ``TOOLCORE_HOST_GRACE`` its conversations are released: the next call fails naming the host,
   the one after runs on the other host.
+- A restart in order of one host's worker (a deploy) loses nothing: the other host's sweeps
+  meanwhile leave its conversations pinned, and their next call runs there, in the workspace
+  the earlier calls left.
 
 Real processes, black-box: HTTP and websockets, and ``manage.py shell`` for the pins.
 """
@@ -42,7 +45,9 @@ from tests.realtime.daphne_helpers import (
 pytestmark = pytest.mark.hosts
 
 LEASE = 3  # seconds: renewed every second
-GRACE = 6  # seconds without a live worker before a host's conversations are released
+# Seconds without a sign of life before a host's conversations are released: room for a
+# worker's restart on a loaded machine.
+GRACE = 20
 HOSTS = ("host-a", "host-b")
 
 
@@ -112,7 +117,8 @@ def _until_both_hosts_beat(made: Site) -> None:
         "import time\n"
         "from tools.models import WorkerHeartbeat\n"
         "deadline = time.monotonic() + 60\n"
-        f"while not set(WorkerHeartbeat.objects.values_list('host', flat=True)) >= {set(HOSTS)!r}:\n"
+        "running = WorkerHeartbeat.objects.filter(stopped_at__isnull=True)\n"
+        f"while not set(running.values_list('host', flat=True)) >= {set(HOSTS)!r}:\n"
         "    assert time.monotonic() < deadline, 'a worker never beat'\n"
         "    time.sleep(0.2)",
     )
@@ -357,12 +363,7 @@ def test_a_host_whose_worker_died_settles_its_calls_and_is_released_after_the_gr
     made, hosts = two_hosts
     a, b = hosts["host-a"], hosts["host-b"]
     cid, turn_id = _conversation(a["rest"])
-    made.manage(
-        "shell",
-        "-c",
-        "from conversations.models import Conversation\n"
-        f"Conversation.objects.filter(pk='{cid}').update(host='host-b')",
-    )
+    _pin(made, cid, "host-b")
     background = _call(
         a["rest"], cid, turn_id, "bg", command="echo lines; sleep 15", run_in_background=True
     )
@@ -394,3 +395,41 @@ def test_a_host_whose_worker_died_settles_its_calls_and_is_released_after_the_gr
     again = _call(a["rest"], cid, turn_id, "fresh", command="pwd")
     assert _ran_on(_response(a["rest"], cid, again), hosts) == "host-a"
     assert _pins(made)[cid] == "host-a"
+
+
+def test_a_host_whose_worker_restarts_in_order_keeps_its_conversations(two_hosts):
+    made, hosts = two_hosts
+    a, b = hosts["host-a"], hosts["host-b"]
+    cid, turn_id = _conversation(a["rest"])
+    _pin(made, cid, "host-b")
+    first = _call(a["rest"], cid, turn_id, "before", command="pwd; touch kept.txt")
+    assert _ran_on(_response(a["rest"], cid, first), hosts) == "host-b"
+    b["worker"].stop()  # SIGTERM: it stops in order, as a deploy stops it
+    time.sleep(LEASE + 1)  # host-a's worker sweeps once a lease
+    assert _pin_of(made, cid) == ("host-b", "")  # not released
+    b["worker"].start()
+    after = _call(a["rest"], cid, turn_id, "after", command="pwd; ls")
+    payload = _response(a["rest"], cid, after)
+    assert payload["outcome"] == "completed", payload
+    assert _ran_on(payload, hosts) == "host-b" and "kept.txt" in _text(payload)
+
+
+def _pin(made: Site, cid: str, host: str) -> None:
+    made.manage(
+        "shell",
+        "-c",
+        "from conversations.models import Conversation\n"
+        f"Conversation.objects.filter(pk='{cid}').update(host='{host}')",
+    )
+
+
+def _pin_of(made: Site, cid: str) -> tuple[str, str]:
+    """The conversation's host and the host it lost, if released."""
+    out = made.manage(
+        "shell",
+        "-c",
+        "import json\nfrom conversations.models import Conversation\n"
+        f"print(json.dumps(list(Conversation.objects.values_list('host', 'lost_host')"
+        f".get(pk='{cid}'))))",
+    )
+    return tuple(json.loads(out.strip().splitlines()[-1]))
