@@ -71,3 +71,22 @@ def test_a_worker_stopped_in_order_leaves_its_host_alive_for_the_grace(user, set
     assert row.host == "here" and row.stopped_at is not None
     settings.TOOLCORE_HOST_NAME = "another"  # the sweep of another host
     assert hosts_gone() == []
+
+
+def test_a_worker_is_alive_before_its_first_claim_pins_a_conversation(user, monkeypatch):
+    """Its first heartbeat is written before it claims: a conversation it pins at once is
+    never pinned to a host with no sign of life, which another host's sweep would release."""
+    from tools.runtime import worker as worker_module
+
+    seen = []
+    claim = worker_module.claim_acquire_batch
+
+    def claim_seeing_the_heartbeat(**kwargs):
+        seen.append(WorkerHeartbeat.objects.filter(name=kwargs["worker"]).exists())
+        return claim(**kwargs)
+
+    monkeypatch.setattr(worker_module, "claim_acquire_batch", claim_seeing_the_heartbeat)
+    call_id = _ready(new_conversation(user))
+    with running_worker(handlers={"ls": _listing}, poll_seconds=60):
+        assert wait_for(lambda: response_of(call_id), timeout=5)["outcome"] == "completed"
+    assert seen and seen[0] is True

@@ -180,6 +180,9 @@ class Worker:
             if answering is not None:
                 layer, self.channel = answering
                 background.append(asyncio.create_task(answer_pages(layer, self.channel, page_read)))
+        # Alive before its first claim: a conversation it pins is then never pinned to a host
+        # that another host's sweep finds without a sign of life (``presence.hosts_gone``).
+        await self._heartbeat()
         background.append(asyncio.create_task(self._heartbeat_every_third_of_the_lease()))
         if connection.vendor == "postgresql":
             background.append(asyncio.create_task(self._listen_to_the_database()))
@@ -536,18 +539,20 @@ class Worker:
             await asyncio.sleep(wait)
 
     async def _heartbeat_every_third_of_the_lease(self) -> None:
-        """The worker's own heartbeat (``presence.py``: alive, by host) at once and then every
-        third of the lease, with those of the runs and launches it watches."""
+        """The worker's own heartbeat every third of the lease after the one at its start."""
         while True:
-            try:
-                await self.db(
-                    worker_heartbeat, name=self.name, host=self.host, channel=self.channel
-                )
-                await self.watchers.heartbeat()
-            except Exception as exc:  # noqa: BLE001 - the next one tries again
-                outage_noted(exc, "worker")
-                logger.warning("heartbeat failed", extra={"worker": self.name}, exc_info=True)
             await asyncio.sleep(settings.TOOLCORE_CLAIM_LEASE / 3)
+            await self._heartbeat()
+
+    async def _heartbeat(self) -> None:
+        """The worker's own heartbeat (``presence.py``: alive, by host), with those of the runs
+        and launches it watches."""
+        try:
+            await self.db(worker_heartbeat, name=self.name, host=self.host, channel=self.channel)
+            await self.watchers.heartbeat()
+        except Exception as exc:  # noqa: BLE001 - the next one tries again
+            outage_noted(exc, "worker")
+            logger.warning("heartbeat failed", extra={"worker": self.name}, exc_info=True)
 
     async def _listen_to_the_database(self) -> None:
         """PostgreSQL: ``LISTEN`` for calls made ready and claims taken by other processes."""
