@@ -330,6 +330,15 @@ TOOLCORE_SHARED_WORKSPACES = _env_bool(
     "TOOLCORE_SHARED_WORKSPACES", DATABASES["default"]["ENGINE"].endswith("sqlite3")
 )
 TOOLCORE_HOST_GRACE = _env_int("TOOLCORE_HOST_GRACE", 300, minimum=1)
+if TOOLCORE_HOST_GRACE < TOOLCORE_CLAIM_LEASE:
+    # A live worker beats every third of the lease: a shorter grace would release the
+    # conversations of a host that is alive, between two of its heartbeats.
+    _refuse(
+        "TOOLCORE_HOST_GRACE",
+        f"must be at least TOOLCORE_CLAIM_LEASE ({TOOLCORE_CLAIM_LEASE} s): a live host's "
+        "workers beat every third of the lease, and a shorter grace would give away the "
+        "conversations of a host that is alive",
+    )
 TOOLCORE_MAX_ATTEMPTS = _env_int("TOOLCORE_MAX_ATTEMPTS", 3, minimum=1)
 TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30, minimum=0)
 # Seconds an MCP server has to answer one tool call (docs/mcp.md); then it is told to stop.

@@ -205,6 +205,18 @@ def test_metrics_settings_that_cannot_be_used_stop_the_process(tmp_path, env, li
     assert result.stderr.startswith(line) and "Traceback" not in result.stderr
 
 
+def test_a_host_grace_shorter_than_the_lease_stops_the_process(tmp_path):
+    """Workers beat every third of the lease: a shorter grace would release a live host."""
+    result = _settings(tmp_path, DEBUG="1", TOOLCORE_HOST_GRACE="20", TOOLCORE_CLAIM_LEASE="30")
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "TOOLCORE_HOST_GRACE: must be at least TOOLCORE_CLAIM_LEASE (30 s)"
+    )
+    assert "Traceback" not in result.stderr
+    same = _settings(tmp_path, DEBUG="1", TOOLCORE_HOST_GRACE="30", TOOLCORE_CLAIM_LEASE="30")
+    assert same.returncode == 0, same.stderr
+
+
 def _storage_settings(tmp_path, **env):
     probe = (
         "import django; django.setup(); from django.conf import settings as s; "
