@@ -13,10 +13,13 @@ else is read-only and changes through the services and workers.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils import timezone
 
 from conversations.admin import ExactSearchMixin, ReadOnlyAdmin, SupportAdmin, link
 
@@ -98,11 +101,19 @@ class PermissionRuleAdmin(ExactSearchMixin, SupportAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(ReadOnlyAdmin):
     """The tool workers that said they were alive within the last day (a row a worker, renewed
-    every third of the lease; ``tools/runtime/presence.py``), by host; "stopped at" is set
-    for a worker that stopped in order."""
+    every third of the lease; ``tools/runtime/presence.py``), by host, each with its state:
+    running (a heartbeat within the lease), stopped (in order, at "stopped at") or silent (no
+    heartbeat for longer than the lease: it died, or cannot reach the database)."""
 
-    list_display = ("name", "host", "started_at", "heartbeat_at", "stopped_at")
+    list_display = ("name", "host", "state", "started_at", "heartbeat_at", "stopped_at")
     list_filter = ("host",)
     search_fields = ("name", "host")
     fields = list_display
     readonly_fields = fields
+
+    @admin.display(description="state")
+    def state(self, obj: WorkerHeartbeat) -> str:
+        if obj.stopped_at is not None:
+            return "stopped"
+        lease = timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE)
+        return "running" if timezone.now() - obj.heartbeat_at <= lease else "silent"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import factory
@@ -46,7 +47,7 @@ from tools.models import (
     WorkerHeartbeat,
 )
 from tools.runtime.mcp.services import mcp_server_save, mcp_tools_store
-from tools.runtime.presence import worker_heartbeat
+from tools.runtime.presence import worker_gone, worker_heartbeat
 
 from ..factories import StaffFactory, UserFactory
 from .admin_helpers import admin_url, sent_messages
@@ -757,3 +758,20 @@ def test_other_events_have_no_call_panel(staff, world):
     assert page.status_code == 200
     assert "timeline" not in page.context
     assert "fix it" in page.content.decode()  # the payload, read only
+
+
+def test_the_workers_list_says_which_run_which_stopped_and_which_went_silent(staff):
+    for name in ("host-a:1", "host-a:2", "host-b:3"):
+        worker_heartbeat(name=name, host=name.split(":")[0])
+    worker_gone(name="host-a:2")
+    WorkerHeartbeat.objects.filter(name="host-b:3").update(
+        heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+    listing = staff.get(admin_url(WorkerHeartbeat, "changelist"))
+    states = {
+        row.name: admin.site._registry[WorkerHeartbeat].state(row)
+        for row in listing.context["cl"].result_list
+    }
+    assert states == {"host-a:1": "running", "host-a:2": "stopped", "host-b:3": "silent"}
+    text = listing.content.decode()
+    assert 'class="field-state">stopped<' in text and 'class="field-state">silent<' in text
