@@ -8,12 +8,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from conversations.errors import HostUnavailable
 from conversations.models import Conversation, ToolCall
 from conversations.services.claims import claim_acquire_batch
 from conversations.services.recovery import recover_all
+from conversations.sql.common import PINNED_HOSTS_SQL, pinned_hosts
 from tools.models import Launch, WorkerHeartbeat
 from tools.runtime.host_pages import page_asked
 from tools.runtime.launches.services import launch_create, launches_waiting
@@ -73,6 +75,21 @@ def test_without_a_host_nothing_is_pinned_and_every_call_is_taken(user):
     claims = claim_acquire_batch(tool_names=["notes"], worker="w", limit=10)
     assert len(claims) == 2
     assert Conversation.objects.get(pk=free.pk).host == ""
+
+
+def test_the_pinned_hosts_are_read_one_index_probe_a_host(user):
+    for host in ("b", "a", "b", "", "c", "a", "b"):
+        conversation = new_conversation(user)
+        Conversation.objects.filter(pk=conversation.pk).update(host=host)
+    assert pinned_hosts() == ["a", "b", "c"]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: show it is usable
+            cursor.execute(f"EXPLAIN {PINNED_HOSTS_SQL}")
+        else:
+            cursor.execute(f"EXPLAIN QUERY PLAN {PINNED_HOSTS_SQL}")
+        plan = " ".join(str(row) for row in cursor.fetchall())
+    assert "conv_pinned_host" in plan, plan
 
 
 def _heartbeat(host, age_seconds):

@@ -20,7 +20,6 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from conversations.models import Conversation
 from conversations.services.conversations import conversations_host_release
 from conversations.services.participants import (
     Action,
@@ -28,6 +27,7 @@ from conversations.services.participants import (
     recovery_participant_register,
 )
 from conversations.sql import vendor_sql
+from conversations.sql.common import pinned_hosts
 from tools.models import WorkerHeartbeat
 
 from .launches.services import launches_host_lost
@@ -72,15 +72,16 @@ def hosts_gone() -> list[str]:
     this process's own host, which is alive since it asks. None without pinning."""
     if settings.TOOLCORE_SHARED_WORKSPACES:
         return []
+    pinned = [host for host in pinned_hosts() if host != settings.TOOLCORE_HOST_NAME]
+    if not pinned:
+        return []
     grace = timedelta(seconds=settings.TOOLCORE_HOST_GRACE)
-    live = WorkerHeartbeat.objects.filter(heartbeat_at__gte=vendor_sql().now(-grace))
-    return list(
-        Conversation.objects.exclude(host="")
-        .exclude(host=settings.TOOLCORE_HOST_NAME)
-        .exclude(host__in=live.values("host"))
-        .values_list("host", flat=True)
-        .distinct()
+    live = set(
+        WorkerHeartbeat.objects.filter(
+            host__in=pinned, heartbeat_at__gte=vendor_sql().now(-grace)
+        ).values_list("host", flat=True)
     )
+    return [host for host in pinned if host not in live]
 
 
 def host_release(host: str) -> Action | None:
