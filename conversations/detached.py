@@ -15,11 +15,15 @@ connections:
 
 (The loop's default executor would do too, but its size follows the number of cores, and its
 threads would keep their connections.)
+
+And ``before_pools_close``: work that must still reach a thread pool when the process exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
@@ -57,3 +61,20 @@ def socket_database(fn: Callable[_P, _R]) -> Callable[_P, Awaitable[_R]]:
             connections.close_all()
 
     return sync_to_async(run, thread_sensitive=False, executor=_socket_executor)
+
+
+def before_pools_close(fn: Callable[[], None]) -> None:
+    """Call ``fn`` when the interpreter starts to exit, before ``concurrent.futures`` closes
+    every thread pool to new work (its threads then mark their pool shut down, and an
+    ``atexit`` hook, which runs after, could hand nothing to one). ``threading``'s own exit
+    hooks run first, the latest registered first, and ``concurrent.futures`` registered its
+    hook when it was imported, before this module. A Python without them uses ``atexit``.
+
+    Users: the publisher's last drain (its first Redis connection resolves the host name on the
+    loop's default executor) and the stop of the workers a web process runs itself
+    (``tools/runtime/embedded.py``: their database steps go through a pool of their own)."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(fn)
+    else:
+        register(fn)

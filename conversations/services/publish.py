@@ -36,7 +36,6 @@ while it was busy. A lone message goes as itself. Receivers unpack with ``unpack
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import logging
 import sys
@@ -55,6 +54,7 @@ from django.conf import settings
 from django.db import transaction
 
 from .. import metrics
+from ..detached import before_pools_close
 
 logger = logging.getLogger(__name__)
 
@@ -136,17 +136,6 @@ async def send_all(layer: Any, messages: list[Message]) -> None:
     await asyncio.gather(*(one_group(g, items) for g, items in by_group.items()))
 
 
-def _at_exit(fn) -> None:
-    """Run ``fn`` at interpreter exit *before* ``concurrent.futures`` stops taking work: the
-    publisher's first Redis connection resolves its host name on the default executor, so an
-    ``atexit`` drain (which runs after that shutdown) would lose a short command's messages."""
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:  # not CPython: the plain hook
-        atexit.register(fn)
-    else:
-        register(fn)
-
-
 class Publisher:
     """One daemon thread with an event loop that sends queued batches in submission order.
 
@@ -181,7 +170,7 @@ class Publisher:
             self._pending += 1
             if self._thread is None or not self._thread.is_alive():
                 if self._thread is None:
-                    _at_exit(self.drain)  # a command's last messages still go out
+                    before_pools_close(self.drain)  # a command's last messages still go out
                 self._idle = False
                 self._thread = threading.Thread(
                     target=self._run, name="toolcore-publisher", daemon=True

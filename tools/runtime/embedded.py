@@ -4,14 +4,21 @@ With the embedded default (one daphne process, SQLite, the in-memory channel lay
 else would run tool calls, so ``config.asgi`` starts the workers here: one daemon thread with
 its own event loop runs them, and they stop with the process (their runs are stopped, their
 claims left to expire and be recovered).
+
+They are stopped when the interpreter starts to shut down, before the thread pools of
+``concurrent.futures`` are: those pools refuse new work from that moment, and a worker stopped
+later (by a plain ``atexit`` hook) could no longer reach the database through its own pool, so
+it never recorded its stop (``WorkerHeartbeat.stopped_at``) and logged failed database steps
+on its way out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
 import threading
+
+from conversations.detached import before_pools_close
 
 from .registry import FAMILIES, HANDLERS
 from .worker import Worker
@@ -32,7 +39,7 @@ class EmbeddedWorkers:
         self._thread = threading.Thread(target=self._run, name="toolcore-workers", daemon=True)
         self._thread.start()
         self._started.wait(timeout=5)
-        atexit.register(self.stop)
+        before_pools_close(self.stop)
 
     def _run(self) -> None:
         asyncio.run(self._main())
