@@ -263,24 +263,30 @@ def _redirected(node: Node, out: _Collector) -> None:
     shell reading its input runs."""
     body = node.child_by_field_name("body")
     redirects = [c for c in node.children if c.type.endswith("_redirect")]
-    if body is not None and body.type == "command":
+    if body is None or body.type == "command":
+        # No body: the grammar hangs the words of a command that two redirections precede on
+        # the redirections, as destinations after the first (``>a >b rm x >c y``: ``>b rm x``
+        # and ``>c y``); bash reads them, in order, as the command (``rm x y``).
         _simple(body, redirects, out)
     else:
         for redirect in redirects:
             extra, _ = _redirect(redirect, out)
             if extra:
                 out.not_plain("a syntax error", _text(redirect))
-        if body is not None:
-            _walk(body, out)
+        _walk(body, out)
     for redirect in redirects:
         _walk_inside(redirect, out)
 
 
-def _simple(node: Node, trailing: list[Node], out: _Collector) -> None:
-    """One ``command`` node (with redirections that follow it in a ``redirected_statement``)."""
+def _simple(node: Node | None, trailing: list[Node], out: _Collector) -> None:
+    """One ``command`` node (with redirections that follow it in a ``redirected_statement``),
+    or, with ``node`` None, the command whose words the redirections alone hold."""
     words: list[Word] = []
     stdin: str | None = None
-    for index, child in enumerate(node.children):
+    children = node.children if node is not None else []
+    for index, child in enumerate(children):
+        if child.is_missing:  # a word the grammar expected and did not find: a syntax error
+            continue
         if node.field_name_for_child(index) in ("name", "argument"):
             words.append(word_of(child.children[0] if child.type == "command_name" else child))
         elif child.type.endswith("_redirect"):
@@ -292,7 +298,7 @@ def _simple(node: Node, trailing: list[Node], out: _Collector) -> None:
         words.extend(extra)
         stdin = text if text is not None else stdin
     _add(words, stdin, out)
-    for child in node.children:
+    for child in children:
         if child.type == "variable_assignment":
             _walk(child, out)
         elif child.is_named:  # the name, arguments, redirections: substitutions in them

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+# Tokens the grammar reads as the operators of a test (``[[ a == b ]]``) even as the argument
+# of a command, where bash reads a plain word (``echo ==`` prints ``==``).
+_OPERATOR_WORDS = frozenset(["==", "=~"])
 # Node types that always expand to something unknown until the command runs.
 EXPANSIONS = frozenset(
     [
@@ -99,7 +102,7 @@ def _collect(node: Node, parts: list[str], skeleton: list[str]) -> str | None:
         parts.append(text)
         skeleton.append(text if unknown is None else "")
         return unknown
-    if kind == "number":
+    if kind == "number" or kind in _OPERATOR_WORDS:
         parts.append(_text(node))
         skeleton.append(_text(node))
         return None
