@@ -71,7 +71,7 @@ def own_redis_database(url: str, number: int = 13) -> str:
     """``url`` on a database number of the sites' own (``number``, or the one below if the
     suite uses that one): the suite deletes its channel layer's keys after every test, which
     must not touch a live site's groups and channels (nor another run's on the same server).
-    The end-to-end sites use 13, the browser tests' site 15."""
+    The end-to-end sites use 13, the two hosts 12, the browser tests' site 15."""
     parts = urlsplit(url)
     current = parts.path.strip("/") or "0"
     own = number - 1 if current == str(number) else number
