@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # the README's walkthrough can be repeated; `make run DEMO=keep` keeps the one there is.
 DEMO ?= reset
 
-.PHONY: run test test-assets two-hosts lint format bench clean
+.PHONY: run test test-stress test-assets two-hosts lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,24 @@ run: $(STAMP)
 	@echo "Toolcore on http://$(HOST):$(PORT)/  (log in as demo; admin: /admin/, API docs: /api/v1/docs)"
 	DEBUG=1 $(BIN)/daphne -e tcp:port=$(PORT):interface=$(HOST):backlog=1024 config.asgi:application
 
+# The suite runs in parallel, in PYTEST_WORKERS pytest-xdist workers (auto: one per core, at most
+# four); `make test PYTEST_WORKERS=1` runs it in one process. docs/development.md says how the
+# suite is organised, how to run a part of it and how to find a slow or flaky test.
+# PYTEST_ARGS adds pytest arguments: a part of the suite (`make test PYTEST_ARGS=tests/tools`), -k, -x, …
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+PYTEST := $(BIN)/python -m pytest -rs $(if $(filter 0 1,$(PYTEST_WORKERS)),-n 0,-n $(PYTEST_WORKERS))
+
 # The browser tests (tests/browser/) need Debian's Chromium; without it they are skipped.
 # -rs: the summary names every skipped test and why (no Chromium, no PostgreSQL, …).
 test: $(STAMP)
 	@test -x /usr/bin/chromium || echo "Chromium not found at /usr/bin/chromium: browser tests skipped (apt-get install chromium)"
-	$(BIN)/python -m pytest -rs
+	$(PYTEST) $(PYTEST_ARGS)
+
+# The SQLite suite under a CPU hog on every core, every failure listed (tests/stress.sh;
+# STRESS_RUNS=3 for three runs).
+test-stress: $(STAMP)
+	tests/stress.sh
 
 # The tests of assets (settlement's files, ranges, lines, digests, integrity, retention, orphans)
 # with the assets in an S3-compatible store: SeaweedFS, started by the suite (tests/conftest.py).
@@ -43,14 +56,14 @@ ASSET_TESTS := tests/storage tests/conversations/test_api_assets.py \
 # With PostgreSQL + Redis (DATABASE_URL, REDIS_URL) it also runs the two-host suite (tests/hosts/):
 # the third configuration of .ci/run.
 test-assets: $(STAMP)
-	TOOLCORE_TEST_ASSET_STORAGE=s3 $(BIN)/python -m pytest -rs $(ASSET_TESTS) tests/hosts
+	TOOLCORE_TEST_ASSET_STORAGE=s3 $(PYTEST) $(ASSET_TESTS) tests/hosts
 
 # Two hosts on this machine with no shared directory (tests/hosts/): two daphnes and two workers,
 # each pair with its own DATA_DIR, workspace root and TOOLCORE_HOST_NAME. Needs PostgreSQL and
 # Redis (skipped, saying so, without them), e.g.
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379/0 make two-hosts
 two-hosts: $(STAMP)
-	$(BIN)/python -m pytest -rs -m hosts tests/hosts
+	$(PYTEST) -m hosts tests/hosts
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

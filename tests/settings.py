@@ -5,10 +5,9 @@ test secret and host names when the environment has none, then reads ``config.se
 deployment does, so the suite runs the same checks a server runs at start.
 """
 
-import atexit
 import os
-import shutil
-import tempfile
+
+from tests.isolation import own_suite_environment
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-" + "x" * 32)
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
@@ -18,11 +17,9 @@ os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
 # (each test starts with no failure counted, tests/conftest.py), and the lockout stays on.
 # tests/security/test_lockout.py sets a small limit and checks the lockout and its reset.
 os.environ.setdefault("TOOLCORE_LOCKOUT_FAILURES", "1000")
-# The metrics of this run's processes (the suite, and the processes it starts, which inherit the
-# variable) in a folder of their own, removed at exit: config/metrics_files.py.
-if "TOOLCORE_METRICS_DIR" not in os.environ:
-    os.environ["TOOLCORE_METRICS_DIR"] = tempfile.mkdtemp(prefix="toolcore-test-metrics-")
-    atexit.register(shutil.rmtree, os.environ["TOOLCORE_METRICS_DIR"], ignore_errors=True)
+# This process's own Redis databases and metrics folder (one each per xdist worker), chosen
+# before config.settings reads the environment: tests/isolation.py.
+own_suite_environment()
 
 from config.settings import *  # noqa: E402, F403
 

@@ -71,6 +71,9 @@ def _clean_channel_layer():
 
 @pytest.fixture(scope="package")
 def live_site(tmp_path_factory) -> Iterator[LiveSite]:
+    """The seeded demo served by a daphne, once for every browser test (they run in one worker,
+    tests/parallel.py): its set-up takes about ten seconds (``seed_demo`` and a daphne started),
+    and each test resets what it needs by making conversations of its own."""
     if not chromium_present():
         pytest.skip(SKIP_REASON)
     site = LiveSite(tmp_path_factory.mktemp("browser-site"))
@@ -82,6 +85,8 @@ def live_site(tmp_path_factory) -> Iterator[LiveSite]:
 
 @pytest.fixture(scope="package")
 def chromium() -> Iterator:
+    """Chromium, started once for every browser test (a few seconds); each test gets a new
+    context of its own (``open_page``): no cookie, storage or page carries over."""
     if not chromium_present():
         pytest.skip(SKIP_REASON)
     from playwright.sync_api import sync_playwright

@@ -22,11 +22,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.isolation import own_redis_database
 from tests.realtime.daphne_helpers import (
     ROOT,
     Daphne,
     Site,
-    own_redis_database,
     redis_url,
     text_block,
 )
@@ -43,7 +43,7 @@ class LiveSite(Site):
     def __init__(self, root: Path) -> None:
         super().__init__(root, TOOLCORE_WORKERS="1")
         if redis_url():
-            self.env["REDIS_URL"] = own_redis_database(redis_url(), 15)
+            self.env["REDIS_URL"] = own_redis_database("browser")
         self.username = DEMO_USERNAME
         self.password = DEMO_PASSWORD
         self.token = ""

@@ -57,7 +57,10 @@ def _generate(url: str, folder: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def live(tmp_path):
-    """A site served by one daphne with its embedded tool worker."""
+    """A site served by one daphne with its embedded tool worker.
+
+    Its set-up takes several seconds (a daphne started, and in each worker the site template
+    once): the one test here needs a real server, its document and its log pages."""
     with site(tmp_path / "site", TOOLCORE_WORKERS="1") as made:
         made.server = made.daphne()
         yield made
@@ -67,7 +70,10 @@ def live(tmp_path):
 
 @pytest.fixture
 def generated(live, tmp_path):
-    """The client package generated from the live document, imported; forgotten afterwards."""
+    """The client package generated from the live document, imported; forgotten afterwards.
+
+    About five seconds: the generator is a process of its own (openapi-python-client), run once
+    for the module's one test."""
     folder = tmp_path / "client"
     folder.mkdir()
     done = _generate(f"{live.server.http_url}/api/v1/openapi.json", folder)

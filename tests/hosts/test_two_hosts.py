@@ -32,10 +32,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import TEST_BUCKET
+from tests.isolation import own_redis_database
 from tests.realtime.daphne_helpers import (
     Rest,
     Site,
-    own_redis_database,
     receive,
     redis_url,
     subscribe,
@@ -49,9 +49,6 @@ LEASE = 3  # seconds: renewed every second
 # Seconds without a sign of life before a host's conversations are released: room for a
 # worker's restart on a loaded machine.
 GRACE = 20
-# The hosts' Redis database: apart from the suite's own (flushed between tests) and from the
-# other end-to-end sites'. Two runs of this suite at once on one Redis share it (CI runs one).
-HOSTS_REDIS_DATABASE = 12
 HOSTS = ("host-a", "host-b")
 
 
@@ -79,7 +76,7 @@ def two_hosts(tmp_path, request):
     # No shared disk: the assets go to the object store both hosts reach.
     store = request.getfixturevalue("seaweed")
     made = Site(tmp_path / "shared")
-    made.env["REDIS_URL"] = own_redis_database(redis_url(), HOSTS_REDIS_DATABASE)
+    made.env["REDIS_URL"] = own_redis_database("hosts")
     made.env.update(store.environ())
     made.env["TOOLCORE_ASSET_STORAGE"] = f"s3://{TEST_BUCKET}/two-hosts-{uuid.uuid4().hex}"
     made.env["TOOLCORE_S3_ENDPOINT_URL"] = store.endpoint_url

@@ -264,6 +264,8 @@ def _topology() -> tuple[int, int, dict[str, str]]:
 
 @pytest.fixture
 def load_site(tmp_path):
+    """The site under load: its daphnes and tool workers started and answering. Its set-up
+    takes many seconds (up to four processes started) for the suite's one load test."""
     _raise_fd_limit()
     daphnes, workers, env = _topology()
     with site(tmp_path, **env) as made:

@@ -36,6 +36,8 @@ WAIT = 30  # the longest a test waits for one answer
 
 @pytest.fixture(scope="module")
 def mcp_site(tmp_path_factory) -> Any:
+    """The module's site, once for its tests (several seconds: two ``manage.py`` commands and a
+    daphne started); each test opens sessions and conversations of its own."""
     with site(tmp_path_factory.mktemp("mcp")) as made:
         made.manage(
             "shell",

@@ -31,4 +31,11 @@ def test_make_test_says_why_tests_were_skipped():
 
 
 def test_make_two_hosts_runs_the_two_host_suite_and_says_why_it_skipped():
-    assert "-m pytest -rs -m hosts tests/hosts" in _planned("two-hosts")
+    assert "-m pytest -rs -n auto -m hosts tests/hosts" in _planned("two-hosts")
+
+
+def test_make_test_runs_in_parallel_unless_told_one_worker():
+    assert "-m pytest -rs -n auto" in _planned("test")
+    assert "-m pytest -rs -n 3" in _planned("test", "PYTEST_WORKERS=3").split("\n")[-2]
+    # One worker: the suite in the make process's own pytest, no xdist worker started.
+    assert "-m pytest -rs -n 0" in _planned("test", "PYTEST_WORKERS=1")

@@ -2,9 +2,10 @@
 
 A ``Site`` is what one or more daphne processes serve: a database of its own (a fresh SQLite file,
 or a PostgreSQL database created for the test on the server of the suite's ``DATABASE_URL``),
-migrated with ``manage.py migrate``, a superuser and a token made with ``manage.py``, and the
-environment every process of the site runs with (the suite's Redis server, in a database number of
-the sites' own, when the suite has ``REDIS_URL``).
+migrated with ``manage.py migrate``, a superuser and a token made with ``manage.py`` (once per
+test process, then copied for each site: ``site_databases.py``), and the environment every
+process of the site runs with (the suite's Redis server, in a database of this worker's sites,
+``tests/isolation.py``, when the suite has ``REDIS_URL``).
 Nothing here touches the test process's own database: the tests speak HTTP and websockets only.
 
 Also here: the clients of a site (``Rest``, ``Browser``, ``ws_connect``, ``Cursor``), its writer
@@ -37,11 +38,13 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.isolation import own_redis_database
 from tests.ports import free_port
+
+from .site_databases import Template, database_copy, postgres_database, template
 
 ROOT = Path(__file__).resolve().parents[2]
 # As the deployment guide starts daphne: a listen queue of 1,024 (Twisted's default is 50, which
@@ -65,37 +68,6 @@ def redis_url() -> str:
     from django.conf import settings
 
     return settings.REDIS_URL
-
-
-def own_redis_database(url: str, number: int = 13) -> str:
-    """``url`` on a database number of the sites' own (``number``, or the one below if the
-    suite uses that one): the suite deletes its channel layer's keys after every test, which
-    must not touch a live site's groups and channels (nor another run's on the same server).
-    The end-to-end sites use 13, the two hosts 12, the browser tests' site 15."""
-    parts = urlsplit(url)
-    current = parts.path.strip("/") or "0"
-    own = number - 1 if current == str(number) else number
-    return urlunsplit(parts._replace(path=f"/{own}"))
-
-
-def _postgres_database(suite_url: str) -> tuple[str, Any]:
-    """A new, empty database on the server of ``suite_url``: its URL and a function dropping it."""
-    import psycopg
-    from psycopg import sql
-
-    name = f"toolcore_e2e_{secrets.token_hex(6)}"
-    parts = urlsplit(suite_url)
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-    def drop() -> None:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-    return urlunsplit(parts._replace(path=f"/{name}")), drop
 
 
 def rss_bytes(pid: int) -> int:
@@ -254,35 +226,39 @@ class Site:
             LOG_LEVEL="WARNING",
         )
         if redis_url():
-            self.env["REDIS_URL"] = own_redis_database(redis_url())
+            self.env["REDIS_URL"] = own_redis_database("sites")
         self.env.update(env)
 
     def migrate(self) -> None:
-        """The site's folders and a database of its own (``DATABASE_URL``), migrated."""
+        """The site's folders and a database of its own (``DATABASE_URL``), migrated: a copy of
+        this process's migrated template (``site_databases``)."""
+        self._database(template("migrated", _migrated))
+
+    def create(self) -> Site:
+        """Migrated, with the superuser and a token of it: a copy of this process's template of
+        such a database, whose password and token the site takes."""
+        made = template("superuser", _with_superuser)
+        self._database(made)
+        self.password = str(made.facts["password"])
+        self.token_id, self.token = int(made.facts["token_id"]), str(made.facts["token"])
+        return self
+
+    def _database(self, made: Template) -> None:
+        (self.root / "data").mkdir(parents=True, exist_ok=True)
+        (self.root / "workspaces").mkdir(parents=True, exist_ok=True)
+        self.env["DATABASE_URL"], self._drop = database_copy(made, self.root)
+
+    def _migrated_afresh(self) -> None:
+        """What ``migrate`` did before templates: a new database, ``manage.py migrate``."""
         (self.root / "data").mkdir(parents=True, exist_ok=True)
         (self.root / "workspaces").mkdir(parents=True, exist_ok=True)
         if uses_postgresql():
             from django.conf import settings
 
-            self.env["DATABASE_URL"], self._drop = _postgres_database(settings.DATABASE_URL)
+            self.env["DATABASE_URL"], self._drop = postgres_database(settings.DATABASE_URL)
         else:
             self.env["DATABASE_URL"] = f"sqlite:///{self.root / 'db.sqlite3'}"
         self.manage("migrate", "--no-input", "-v", "0")
-
-    def create(self) -> Site:
-        """Migrated (``migrate``), with the superuser and a token of it."""
-        self.migrate()
-        self.manage(
-            "createsuperuser",
-            "--no-input",
-            "--username",
-            self.username,
-            "--email",
-            f"{self.username}@example.com",
-            env={"DJANGO_SUPERUSER_PASSWORD": self.password},
-        )
-        self.token_id, self.token = self.token_create()
-        return self
 
     def run(
         self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
@@ -347,6 +323,31 @@ class Site:
                 print(f"--- {what}, stderr ---\n{stderr[-20000:]}")
         if self._drop is not None:
             self._drop()
+
+
+def _migrated(folder: Path) -> Template:
+    """The template of a migrated database (``Site.migrate``)."""
+    maker = Site(folder)
+    maker._migrated_afresh()
+    return Template(maker.env["DATABASE_URL"], {})
+
+
+def _with_superuser(folder: Path) -> Template:
+    """The template of a migrated database with the harness's superuser and a token of it."""
+    maker = Site(folder)
+    maker._migrated_afresh()
+    maker.manage(
+        "createsuperuser",
+        "--no-input",
+        "--username",
+        maker.username,
+        "--email",
+        f"{maker.username}@example.com",
+        env={"DJANGO_SUPERUSER_PASSWORD": maker.password},
+    )
+    token_id, token = maker.token_create()
+    facts = {"password": maker.password, "token_id": token_id, "token": token}
+    return Template(maker.env["DATABASE_URL"], facts)
 
 
 @contextlib.contextmanager
