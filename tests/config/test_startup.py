@@ -218,7 +218,9 @@ def test_a_database_that_does_not_answer_stops_the_asgi_app_within_seconds(tmp_p
         f'DATABASE_URL: cannot connect to database "toolcore" on 127.0.0.1:{port}'
     )
     assert "timeout" in line
-    assert seconds < start_seconds + CONNECT_TIMEOUT_SECONDS + 3
+    # One connect timeout, not a hang (the run's own timeout is 30 s): 10 s over it is room
+    # for two starts that a loaded machine slows unevenly.
+    assert seconds < start_seconds + CONNECT_TIMEOUT_SECONDS + 10
 
 
 def test_commands_that_need_no_database_run_without_one(tmp_path):

@@ -7,9 +7,9 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import secrets
 import struct
 import threading
-import time
 import zlib
 from typing import Any
 
@@ -24,6 +24,7 @@ from conversations.services.publish import (
     unpack,
 )
 from conversations.storage import conversation_dir
+from tests.waits import wait_for
 
 from .api_helpers import API, send
 from .helpers import assistant_calls, new_conversation, open_turn
@@ -123,7 +124,7 @@ class Listener:
         self._failed: BaseException | None = None
         self._thread = threading.Thread(target=asyncio.run, args=(self._listen(),), daemon=True)
         self._thread.start()
-        assert self._ready.wait(10), "the listener did not join its group"
+        assert self._ready.wait(30), "the listener did not join its group"
         if self._failed is not None:
             raise self._failed
 
@@ -148,28 +149,33 @@ class Listener:
         while True:
             self.got.extend(unpack(await self.layer.receive(channel)))
 
-    def drain(self, timeout: float = 0.5) -> list[dict[str, Any]]:
-        """Every message received until none comes for ``timeout`` seconds, batches unpacked."""
+    def drain(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Every message published to the group before this call, batches unpacked.
+
+        Once the publisher has handed every batch to the layer, a marker sent to the group
+        arrives after all of them (the layer keeps the order of a group's messages): the drain
+        ends at the marker, not after a quiet spell that a loaded machine could outlast.
+        ``timeout`` bounds a hang only."""
         assert not self.drained, "drain a listener once; make a new one to listen again"
         self.drained = True
-        publisher.drain()
+        assert publisher.drain(timeout), "the publisher kept batches it did not hand on"
+        marker = {"type": "test.drained", "marker": secrets.token_hex(8)}
         if self._thread is None:
-            return async_to_sync(self._drain_here)(timeout)
-        seen = -1
-        while seen != len(self.got):
-            seen = len(self.got)
-            time.sleep(timeout)
+            async_to_sync(self.layer.group_send)(self.group, marker)
+            return async_to_sync(self._drain_here)(marker, timeout)
+        asyncio.run_coroutine_threadsafe(
+            self.layer.group_send(self.group, marker), self._loop
+        ).result(timeout)
+        wait_for(lambda: marker in self.got, timeout=timeout, what="the listener's marker")
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
-        return list(self.got)
+        return self.got[: self.got.index(marker)]
 
-    async def _drain_here(self, timeout: float) -> list[dict[str, Any]]:
-        while True:
-            try:
-                message = await asyncio.wait_for(self.layer.receive(self.channel), timeout)
-            except TimeoutError:
-                return self.got
-            self.got.extend(unpack(message))
+    async def _drain_here(self, marker: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+        async with asyncio.timeout(timeout):
+            while (message := await self.layer.receive(self.channel)) != marker:
+                self.got.extend(unpack(message))
+        return self.got
 
     def tool_updates(self, call_id: str) -> list[dict[str, Any]]:
         return [

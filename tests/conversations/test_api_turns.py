@@ -127,7 +127,7 @@ def test_turn_barrier_through_the_api(api, user):
     first_notes, bad_read, second_notes, bash = (str(i) for i in posted.call_ids)
     started = time.monotonic()
     pending = _results(api, conversation, turn_id, wait=0)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # at once; the bound only catches a hang
     assert pending["settled"] is False
     assert set(pending) == {"settled", "pending"}
     assert sorted((p["toolCallId"], p["state"]) for p in pending["pending"]) == sorted(
@@ -150,8 +150,10 @@ def test_turn_barrier_through_the_api(api, user):
     settle_host(first_notes, text="one")
 
     started = time.monotonic()
-    done = _results(api, conversation, turn_id, wait=10)
-    assert time.monotonic() - started < 5
+    done = _results(api, conversation, turn_id, wait=30)
+    # Settled already: it answers at once, not at its wait (30 s); 15 s is room for a loaded
+    # machine, not a measure of speed.
+    assert time.monotonic() - started < 15
     assert done["settled"] is True and done["queue"] == []
     assert set(done) == {"settled", "results", "queue"}
     assert [r["contentIndex"] for r in done["results"]] == [1, 2, 3, 4]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 import uuid
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
@@ -21,6 +21,8 @@ from conversations.services.recovery import recover_all
 from conversations.services.settlement import ClaimGuard, call_settle
 from conversations.storage import absolute_from_data, attempt_relative, data_dir, sha256_file
 from tests.storage.helpers import stored_bytes
+from tests.tools.worker_helpers import database_url
+from tests.waits import wait_for
 from tools.models import AsyncRun, PermissionRule
 from tools.runtime.async_runs.services import (
     TAIL_BYTES,
@@ -155,7 +157,12 @@ def test_a_finishing_run_takes_the_conversation_lock_before_its_row(user):
             target=_finish_in_own_connection, args=(run.pk, finished), daemon=True
         )
         finisher.start()
-        time.sleep(0.5)  # the finisher is now waiting for a lock
+        # The finisher is now waiting for a lock this transaction holds (seen from a connection
+        # of its own: pg_stat_activity is a snapshot per transaction).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            (holder,) = cursor.fetchone()
+        wait_for(lambda: _waits_for(holder), what="the finisher waiting for a lock")
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL lock_timeout = '3s'")
             # The delete's second step: the runs. It would wait on a run row the finisher
@@ -164,8 +171,21 @@ def test_a_finishing_run_takes_the_conversation_lock_before_its_row(user):
                 "DELETE FROM tools_asyncrun WHERE conversation_id = %s", [conversation.pk]
             )
         Conversation.objects.filter(pk=conversation.pk).delete()
-    finisher.join(timeout=10)
+    finisher.join(timeout=30)
     assert finished == [None]  # it found the conversation gone: nothing to end, no error
+
+
+def _waits_for(holder: int) -> bool:
+    """Whether a backend of the test database waits for a lock that backend ``holder`` holds."""
+    with psycopg.connect(database_url(), autocommit=True) as probe:
+        return (
+            probe.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND %s = ANY(pg_blocking_pids(pid))",
+                [holder],
+            ).fetchone()[0]
+            > 0
+        )
 
 
 def _finish_in_own_connection(run_id, finished: list) -> None:

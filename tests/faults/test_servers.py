@@ -151,7 +151,7 @@ def redis_server(port: int, log) -> Iterator[Callable[[], None]]:
 
     def start() -> None:
         state["process"] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30  # bounds a hang: a loaded machine starts it late
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
                 return

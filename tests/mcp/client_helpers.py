@@ -101,7 +101,7 @@ def http_tiny_server(token: str, record: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30  # bounds a hang: uvicorn starting, loaded
         while True:
             try:
                 httpx2.get(url, timeout=1)

@@ -27,6 +27,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.realtime.daphne_helpers import Daphne, site
+from tests.waits import until
 
 pytestmark = pytest.mark.e2e
 
@@ -322,12 +323,6 @@ def _processes_running(marker: str) -> list[int]:
     return found
 
 
-async def _until(predicate: Any, what: str) -> None:
-    async with asyncio.timeout(WAIT):
-        while not predicate():
-            await asyncio.sleep(0.1)
-
-
 async def test_the_clients_cancel_stops_the_call_and_kills_its_process_group(mcp_site):
     server, token = mcp_site.server, mcp_site.token
     marker = f"300.{secrets.randbelow(10**6):06d}"
@@ -336,7 +331,9 @@ async def test_the_clients_cancel_stops_the_call_and_kills_its_process_group(mcp
         call = asyncio.create_task(
             session.call_tool("bash", {"command": f"sleep {marker}"}, progress_callback=progress)
         )
-        await _until(lambda: _processes_running(marker), "the command started")
+        await until(
+            lambda: _processes_running(marker), within=WAIT, every=0.1, what="the command started"
+        )
         call_id = await progress.call_id()
         call.cancel()  # the SDK sends notifications/cancelled for the request
         with contextlib.suppress(asyncio.CancelledError):
@@ -344,7 +341,12 @@ async def test_the_clients_cancel_stops_the_call_and_kills_its_process_group(mcp
         settled = await _settled(server, token, call_id)
     # A running call's effect cannot be confirmed undone (the Cancel rules).
     assert settled["outcome"] in ("indeterminate", "cancelled")
-    await _until(lambda: not _processes_running(marker), "the process group was killed")
+    await until(
+        lambda: not _processes_running(marker),
+        within=WAIT,
+        every=0.1,
+        what="the process group was killed",
+    )
 
 
 async def test_a_dropped_stream_leaves_the_call_running_to_be_read_later(mcp_site):

@@ -9,7 +9,6 @@ it, ``manage.py runworker_tools``), their stdout and stderr read as written.
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -17,11 +16,12 @@ from typing import Any
 import pytest
 
 from tests.realtime.daphne_helpers import Daphne, site, ws_connect
+from tests.waits import wait_for
 
 pytestmark = pytest.mark.e2e
 
 UNLISTED = "unlisted.example"
-WAIT_SECONDS = 20
+WAIT_SECONDS = 30  # bounds a hang: a loaded machine writes the lines late
 
 
 def _get(server: Daphne, path: str, host: str | None = None) -> tuple[int, str, str]:
@@ -50,13 +50,6 @@ def _records(process: Daphne) -> list[dict[str, Any]]:
     return records
 
 
-def _wait_for(predicate, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not predicate():
-        assert time.monotonic() < deadline, f"no {what} within {WAIT_SECONDS} s"
-        time.sleep(0.1)
-
-
 async def test_every_line_of_a_web_process_and_a_worker_is_one_json_object(tmp_path):
     with site(tmp_path, LOG_LEVEL="INFO") as made:
         server = made.daphne()
@@ -76,8 +69,18 @@ async def test_every_line_of_a_web_process_and_a_worker_is_one_json_object(tmp_p
         def logged(process: Daphne, text: str) -> bool:
             return any(text in r["message"] for r in _records(process))
 
-        _wait_for(lambda: logged(server, "WSDISCONNECT /ws/conversations/"), "websocket close")
-        _wait_for(lambda: logged(worker, "worker started"), "worker start")
+        wait_for(
+            lambda: logged(server, "WSDISCONNECT /ws/conversations/"),
+            timeout=WAIT_SECONDS,
+            every=0.1,
+            what="the websocket's close logged",
+        )
+        wait_for(
+            lambda: logged(worker, "worker started"),
+            timeout=WAIT_SECONDS,
+            every=0.1,
+            what="the worker's start logged",
+        )
         server.stop()
         worker.stop()
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -189,7 +187,10 @@ async def test_a_slow_socket_gets_durable_events_later_and_merged_updates(user):
     await send(
         socket, {"type": "subscribe", "conversationId": cid, "after": conversation.last_sequence}
     )
-    await asyncio.sleep(0.1)
+    # A round trip: the consumer takes frames in order, so the answer to this one (a frame
+    # without a conversation) means the subscription is in place, however slow the machine.
+    await send(socket, {"type": "unsubscribe"})
+    assert (await receive(socket))["code"] == "validation_error"
 
     app.bytes = 2 * 1024 * 1024  # the client stopped reading
     appended = await say(conversation, turn_id, 10)

@@ -69,7 +69,8 @@ async def test_a_client_reconnecting_at_random_gets_every_sequence_once_in_order
         if cursor.last > progress[1]:
             progress = (time.monotonic(), cursor.last)
         stalled = time.monotonic() - progress[0]
-        assert stalled < 10, f"seed {seed}: stuck at {cursor.last} after {sessions} sessions"
+        # A hang bound: no progress for this long on a loaded machine is stuck, not slow.
+        assert stalled < 30, f"seed {seed}: stuck at {cursor.last} after {sessions} sessions"
         sessions += 1
         ws = await ws_connect(server, e2e.token)
         await subscribe(ws, cid, cursor.last)  # the first time: after 0
@@ -222,9 +223,15 @@ async def test_clients_closing_during_a_replay_leave_no_error_behind(e2e):
             while True:  # what was sent before the close reply
                 await ws.recv()
         await closer
+    # Room for a late error line: a slow machine can only make "no error" easier to pass.
     await asyncio.sleep(0.5)
     assert server.alive()
     assert not server.errors()
+
+
+# The sockets below are checked every second (TOOLCORE_WS_AUTH_CHECK_SECONDS=1); by default
+# every 10 s. A close within 8 s is that check at work with room for a loaded machine.
+CLOSED_WITHIN = 8
 
 
 async def closed_code(ws) -> int:
@@ -248,7 +255,7 @@ async def test_missing_bad_or_revoked_credentials_close_the_socket_4401(e2e):
     await asyncio.to_thread(e2e.token_revoke, token_id)  # by another process
     revoked = time.monotonic()
     assert await closed_code(ws) == 4401
-    assert time.monotonic() - revoked < 3  # checked every second
+    assert time.monotonic() - revoked < CLOSED_WITHIN  # checked every second
     assert await closed_code(await ws_connect(server, token, hello=False)) == 4401
     other = await ws_connect(server, e2e.token)  # the user's other token still works
     await other.close()
@@ -286,7 +293,7 @@ async def test_a_session_cookie_counts_on_a_same_origin_handshake_only(e2e):
     await asyncio.to_thread(browser.logout)
     logged_out = time.monotonic()
     assert await closed_code(ws) == 4401
-    assert time.monotonic() - logged_out < 3
+    assert time.monotonic() - logged_out < CLOSED_WITHIN
 
 
 class Printer:

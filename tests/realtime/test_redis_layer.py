@@ -13,6 +13,7 @@ from django.conf import settings
 
 from config.layers import POOL_MAX_CONNECTIONS, RedisPubSubChannelLayer
 from conversations.services.publish import live_layer_alias
+from tests.waits import until
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL")
 
@@ -80,10 +81,7 @@ async def test_a_live_receive_cancelled_twice_still_gives_its_channel_up(caplog)
         with contextlib.suppress(asyncio.CancelledError):
             await receiving
         assert channel in shard._subscribed_to  # not yet: the connection is still busy
-    for _ in range(100):
-        if channel not in shard._subscribed_to:
-            break
-        await asyncio.sleep(0.02)
+    await until(lambda: channel not in shard._subscribed_to, what="the channel given up")
     assert channel not in shard._subscribed_to
     assert channel not in loop_layer.channels
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -105,7 +105,7 @@ def test_the_environment_holds_no_server_secret(user, monkeypatch):
 def test_a_command_past_its_timeout_is_killed_and_says_so(user):
     with running_worker(handlers=HANDLERS):
         _, _, call_id = model_call(user, "bash", {"command": "echo start; sleep 60", "timeout": 1})
-        payload = wait_for(lambda: response_of(call_id), timeout=15)
+        payload = wait_for(lambda: response_of(call_id))  # under the command's 60 s
     text = payload["modelContent"][0]["text"]
     assert payload["outcome"] == "completed"
     assert "start" in text and "Process timed out after 1 s and was killed." in text
@@ -122,9 +122,7 @@ def test_a_long_command_is_promoted_to_an_async_run_and_its_end_is_a_notice(user
         run_id = payload["asyncRunId"]
         assert payload["modelContent"][0]["text"] == f"Running in background as async run {run_id}."
         assert AsyncRun.objects.get(pk=run_id).status == "running"
-        notice = wait_for(
-            lambda: ConversationEvent.objects.filter(type="async_bash_event").first(), timeout=10
-        )
+        notice = wait_for(lambda: ConversationEvent.objects.filter(type="async_bash_event").first())
     assert notice.payload["asyncRunId"] == run_id and notice.payload["status"] == "exited"
     # The command's end is its run's: recorded with the notice, for its call's card.
     ended = exit_wire(exit_of(call_id))
@@ -159,7 +157,7 @@ def test_a_background_run_is_paged_and_killed_by_the_model(user):
         assert text.endswith("Continue with offset=13.")
         pgid = AsyncRun.objects.get(pk=run_id).pgid
         _, _, kill = model_call(user, "async_bash_kill", {"id": run_id}, conversation=conversation)
-        assert wait_for(lambda: response_of(kill), timeout=15)["modelContent"][0]["text"] == (
+        assert wait_for(lambda: response_of(kill))["modelContent"][0]["text"] == (
             f"Killed async run {run_id}."
         )
     run = AsyncRun.objects.get(pk=run_id)
@@ -200,8 +198,10 @@ def test_cancelling_a_running_command_kills_its_whole_group(user):
         assert not _group_gone(claim.pgid)
         started = time.monotonic()
         assert call_cancel(call_id=call_id) == {"outcome": "indeterminate", "alreadySettled": False}
-        wait_for(lambda: _group_gone(claim.pgid), timeout=10)
-        assert time.monotonic() - started < 7  # SIGTERM, and SIGKILL after 5 s at the latest
+        wait_for(lambda: _group_gone(claim.pgid))
+        # SIGTERM, and SIGKILL after 5 s at the latest; uncancelled, it would run 300 s (the
+        # bound is room for a loaded machine, not a measure of speed).
+        assert time.monotonic() - started < 20
     assert not ToolCall.objects.filter(pk=call_id).exists()
     assert response_of(call_id)["outcome"] == "indeterminate"
 
@@ -217,7 +217,7 @@ def test_deleting_a_conversation_kills_its_background_runs(user):
         pgid = AsyncRun.objects.get(pk=run_id).pgid
         assert not _group_gone(pgid)
         conversation_delete(conversation_id=conversation.pk)
-        wait_for(lambda: _group_gone(pgid), timeout=10)
+        wait_for(lambda: _group_gone(pgid))
     assert not AsyncRun.objects.filter(pk=run_id).exists()
 
 
@@ -253,7 +253,7 @@ def test_a_worker_kills_what_dead_workers_left_on_its_host_only(user):
         watchers = Watchers(db=worker.db, host=here, worker=worker.name)
         killed = asyncio.run(kill_left(watchers))
         assert killed == ["mine"]
-        assert orphan.wait(timeout=10) is not None
+        assert orphan.wait(timeout=30) is not None
         assert stranger.poll() is None  # alive: not ours to kill
         assert list(LeftProcess.objects.values_list("label", flat=True)) == ["theirs"]
     finally:
@@ -270,14 +270,11 @@ PROMOTION_ROUNDS = 12
 
 def _promoted(conversation, call_id) -> tuple[ConversationEvent, ConversationEvent]:
     """The call's response and its run's notice (waited for)."""
-    response = wait_for(
-        lambda: ConversationEvent.objects.filter(tool_call_id=call_id).first(), timeout=15
-    )
+    response = wait_for(lambda: ConversationEvent.objects.filter(tool_call_id=call_id).first())
     notice = wait_for(
         lambda: ConversationEvent.objects.filter(
             conversation=conversation, type="async_bash_event"
-        ).first(),
-        timeout=15,
+        ).first()
     )
     return response, notice
 
@@ -387,7 +384,7 @@ def test_a_cancelled_commands_capture_is_linked_and_stays_verifiable(user, api):
         assert call_cancel(call_id=call_id)["outcome"] == "indeterminate"
         response = ConversationEvent.objects.get(tool_call_id=call_id)
         assets = {a.kind: a for a in Asset.objects.filter(event=response)}
-        wait_for(lambda: _group_gone(claim.pgid), timeout=10)
+        wait_for(lambda: _group_gone(claim.pgid))
     assert set(assets) == {"stdout", "stderr", "output"}
     output = assets["output"]
     assert output.path.endswith("/stopped/output.txt")

@@ -9,6 +9,8 @@ import ctypes
 import json
 import os
 import random
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +26,7 @@ from projections.fold import apply_tool_update
 from projections.json_cost import json_size
 from projections.logpages import read_page, sidecar_path
 from projections.tool_output import bound_tool_output
+from tests.waits import until
 from tools.runtime.capture import ProcessCapture, tool_environment
 from tools.runtime.live import LIVE_UPDATE_MAX_BYTES, LiveOutput
 from tools.runtime.processes import group_is_alive, kill_group, start_ticks_of
@@ -83,6 +86,28 @@ def _group(pgid: int) -> list[tuple[int, int, str]]:
     return found
 
 
+def _ignores_sigterm(pgid: int) -> bool:
+    """Whether a live process of group ``pgid`` ignores SIGTERM: its ``trap '' TERM`` is set
+    (a command it starts after the trap inherits it)."""
+    for pid, _, state in _group(pgid):
+        if state == "Z":
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        ignored = re.search(r"^SigIgn:\s*([0-9a-f]+)$", status, re.MULTILINE)
+        if ignored and int(ignored.group(1), 16) & (1 << (signal.SIGTERM - 1)):
+            return True
+    return False
+
+
+def _until_file(name: str) -> str:
+    """Shell that waits, 10 ms at a time, until the test (or a callback of it) makes the file
+    ``name`` in the working directory: where a test lets the command go on."""
+    return f"until [ -e {name} ]; do sleep 0.01; done"
+
+
 @pytest.fixture
 def reaper():
     """Orphans of the commands become this process's children, and it reaps them, as an init
@@ -90,7 +115,7 @@ def reaper():
     # The workers run on Linux (process groups, /proc, pidfd): so do these tests.
     assert _prctl_subreaper(True), "prctl(PR_SET_CHILD_SUBREAPER) failed"
 
-    def gone(pgid: int, within: float = 3.0) -> bool:
+    def gone(pgid: int, within: float = 30.0) -> bool:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             for pid, ppid, state in _group(pgid):
@@ -173,7 +198,7 @@ async def test_own_session_and_start_ticks(make):
     assert capture.process_start_ticks == start_ticks_of(capture.pid)
     assert capture.started_at is not None and capture.started_at.tzinfo is not None
     await capture.terminate(grace=1)
-    assert await capture.wait(5)
+    assert await capture.wait(30)
 
 
 # --- files and counts ----------------------------------------------------------------------------
@@ -229,27 +254,42 @@ async def test_binary_output_is_stored_exactly_and_decoded_with_replacement(make
     assert not any(c == "\x00" or 0xD800 <= ord(c) <= 0xDFFF for c in live)
 
 
-async def test_a_character_split_between_reads_is_decoded_whole(make):
+async def test_a_character_split_between_reads_is_decoded_whole(make, workspace):
     seen: list[str] = []
+
+    def read(text: str) -> None:
+        seen.append(text)
+        (workspace / "go").touch()  # the rest is written once the first part was read
+
     # "€" is E2 82 AC: its first byte arrives alone; then invalid bytes and a NUL.
     capture = make(
-        "printf 'a\\342'; sleep 0.2; printf '\\202\\254b\\377\\000c\\n'; printf '\\342' >&2",
-        on_output=seen.append,
+        f"printf 'a\\342'; {_until_file('go')}; "
+        "printf '\\202\\254b\\377\\000c\\n'; printf '\\342' >&2",
+        on_output=read,
     )
-    await capture.run(10)
+    await capture.run(30)
     assert _text(capture, "stdout") == b"a\xe2\x82\xacb\xff\x00c\n"
     assert _text(capture, "stderr") == b"\xe2"
     assert len(seen) >= 2
     assert "".join(seen) == "a€b\ufffd\ufffdc\n\ufffd"  # the lone E2 at EOF too
 
 
-async def test_output_interleaves_in_arrival_order(make):
+async def test_output_interleaves_in_arrival_order(make, workspace):
     seen: list[str] = []
+
+    def read(text: str) -> None:
+        seen.append(text)
+        for line in "".join(seen).splitlines():
+            (workspace / f"seen-{line}").touch()
+
+    # Each line is written once the one before it was read: they arrive in the order they
+    # were written, however a loaded machine schedules the reader.
     capture = make(
-        "for i in 1 2 3; do echo out$i; sleep 0.05; echo err$i >&2; sleep 0.05; done",
-        on_output=seen.append,
+        f"for i in 1 2 3; do echo out$i; {_until_file('seen-out$i')}; "
+        f"echo err$i >&2; {_until_file('seen-err$i')}; done",
+        on_output=read,
     )
-    await capture.run(10)
+    await capture.run(30)
     expected = "out1\nerr1\nout2\nerr2\nout3\nerr3\n"
     assert _text(capture, "output").decode() == expected
     assert "".join(seen) == expected
@@ -282,24 +322,29 @@ async def test_exit_code_and_duration(make):
     capture = make("sleep 0.2; exit 7")
     result = await capture.run(10)
     assert (result["exitCode"], result["signal"], result["timedOut"]) == (7, None, False)
-    assert 200 <= result["durationMs"] < 2000
+    assert 200 <= result["durationMs"] < 10_000  # milliseconds: 0.2 s and a loaded machine
 
 
 async def test_timeout_sends_sigterm_to_the_group(make):
     capture = make("sleep 100")
     started = time.monotonic()
-    result = await capture.run(0.3, grace=5)
-    assert time.monotonic() - started < 3
+    result = await capture.run(0.3, grace=30)
+    # Ended by the SIGTERM, not by the SIGKILL after the grace (30 s): the bounds leave a
+    # loaded machine room, they do not measure speed.
+    assert time.monotonic() - started < 15
     assert (result["exitCode"], result["signal"], result["timedOut"]) == (None, "SIGTERM", True)
-    assert 300 <= result["durationMs"] < 3000
+    assert 300 <= result["durationMs"] < 15_000
 
 
 async def test_a_command_ignoring_sigterm_is_killed_after_the_grace(make):
     capture = make("trap '' TERM; echo ready; sleep 100")
     started = time.monotonic()
-    result = await capture.run(0.3, grace=0.5)
+    # The timeout (2 s) leaves the shell ample time to set its trap first, loaded or not.
+    result = await capture.run(2, grace=0.5)
     elapsed = time.monotonic() - started
-    assert 0.8 <= elapsed < 4
+    # Killed after the grace, not after the command's 100 s (the upper bound is room for a
+    # loaded machine).
+    assert 2.5 <= elapsed < 30
     assert (result["exitCode"], result["signal"], result["timedOut"]) == (None, "SIGKILL", True)
     assert _text(capture, "stdout") == b"ready\n"
 
@@ -308,9 +353,13 @@ async def test_terminate_leaves_no_member_of_the_group(make, reaper):
     capture = make("sleep 100 & sh -c 'sleep 100; echo never'; echo never")
     await capture.start()
     assert not await capture.wait(0.3)
-    assert len([p for p in _group(capture.pgid) if p[2] != "Z"]) >= 4  # sh, sleep, sh, sleep
+    # sh, sleep, sh, sleep: all started, however long a loaded machine takes to.
+    await until(
+        lambda: len([p for p in _group(capture.pgid) if p[2] != "Z"]) >= 4,
+        what="the four processes of the group",
+    )
     await capture.terminate(grace=2)
-    assert await capture.wait(5)
+    assert await capture.wait(30)
     assert capture.result()["signal"] == "SIGTERM"
     assert reaper(capture.pgid)
     with pytest.raises(ProcessLookupError):
@@ -321,22 +370,24 @@ async def test_a_child_ignoring_sigterm_is_killed_after_the_leader_went(make, re
     capture = make("(trap '' TERM; sleep 100) & sleep 100")
     await capture.start()
     assert not await capture.wait(0.3)
+    await until(lambda: _ignores_sigterm(capture.pgid), what="the child's trap set")
     started = time.monotonic()
     await capture.terminate(grace=0.5)
     assert time.monotonic() - started >= 0.45
-    assert await capture.wait(5)
+    assert await capture.wait(30)
     assert capture.result()["signal"] == "SIGTERM"  # the leader died of the first signal
     assert reaper(capture.pgid)
 
 
 async def test_a_cancelled_run_terminates_its_command(make, reaper):
-    capture = make("sleep 100")
+    seen: list[str] = []
+    capture = make("echo running; sleep 100", on_output=seen.append)
     task = asyncio.create_task(capture.run(100, grace=1))
-    await asyncio.sleep(0.3)
+    await until(lambda: seen, what="the command running")  # it runs, and the run reads it
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await capture.wait(5)
+    assert await capture.wait(30)
     assert capture.result()["signal"] == "SIGTERM"
     assert reaper(capture.pgid)
 
@@ -357,8 +408,10 @@ async def test_a_background_child_holding_the_pipes_does_not_hang_wait(make, rea
     capture = make("sleep 100 & echo started")
     await capture.start()
     started = time.monotonic()
-    assert await capture.wait(5)
-    assert 0.4 < time.monotonic() - started < 2.5  # quiet for 0.5 s after the exit
+    assert await capture.wait(30)
+    # Quiet for 0.5 s after the exit, not until the sleep lets go of the pipes (100 s); the
+    # upper bound is room for a loaded machine.
+    assert 0.4 < time.monotonic() - started < 15
     assert capture.result()["exitCode"] == 0
     assert _text(capture, "stdout") == b"started\n"
     assert group_is_alive(capture.pgid, capture.process_start_ticks) is False  # leader reaped
@@ -370,8 +423,10 @@ async def test_a_chatty_background_child_is_read_at_most_two_seconds(make, reape
     capture = make("(while :; do echo x; sleep 0.05; done) & echo started")
     await capture.start()
     started = time.monotonic()
-    assert await capture.wait(6)
-    assert 1.5 < time.monotonic() - started < 4
+    assert await capture.wait(30)
+    # Two seconds of reading, not until the child stops (never); the upper bound is room for
+    # a loaded machine.
+    assert 1.5 < time.monotonic() - started < 15
     out = _text(capture, "stdout")
     # The child's first line may come before the shell's own: they race.
     assert out.count(b"started\n") == 1 and out.count(b"x\n") >= 10
@@ -379,13 +434,17 @@ async def test_a_chatty_background_child_is_read_at_most_two_seconds(make, reape
     assert reaper(capture.pgid)
 
 
-async def test_wait_returns_false_then_true_promotion(make):
-    capture = make("echo begin; sleep 0.6; echo done")
+async def test_wait_returns_false_then_true_promotion(make, workspace):
+    capture = make(f"echo begin; {_until_file('go')}; echo done")
     await capture.start()
     assert await capture.wait(0.1) is False
     assert capture.result()["exitCode"] is None
-    assert _text(capture, "stdout") == b"begin\n"  # written as it arrived
-    assert await capture.wait(5) is True
+    stdout = capture.folder / "stdout.txt"
+    # Written as it arrived: there while the command still runs (it waits for ``go``).
+    await until(lambda: stdout.exists() and stdout.read_bytes() == b"begin\n", what="begin")
+    assert capture.result()["exitCode"] is None
+    (workspace / "go").touch()
+    assert await capture.wait(30) is True
     assert await capture.wait(0) is True
     assert _text(capture, "stdout") == b"begin\ndone\n"
     assert capture.result()["exitCode"] == 0
@@ -401,9 +460,9 @@ async def test_group_is_alive_and_kill_group_refuse_other_start_ticks(make):
     assert group_is_alive(pgid, ticks)
     assert not group_is_alive(pgid, ticks + 1)  # a recycled pid started at another time
     assert await kill_group(pgid, ticks + 1, grace=0.2) is False
-    assert not await capture.wait(0.3)  # untouched
+    assert not await capture.wait(0.3)  # untouched (a slow machine only makes this easier)
     assert await kill_group(pgid, ticks, grace=1) is True
-    assert await capture.wait(5)
+    assert await capture.wait(30)
     assert capture.result()["signal"] == "SIGTERM"
     assert not group_is_alive(pgid, ticks)
     assert await kill_group(pgid, ticks, grace=0.1) is False  # the leader was reaped
@@ -412,9 +471,9 @@ async def test_group_is_alive_and_kill_group_refuse_other_start_ticks(make):
 async def test_kill_group_sends_sigkill_after_the_grace(make):
     capture = make("trap '' TERM; sleep 100")
     await capture.start()
-    await asyncio.sleep(0.1)  # the trap is set
+    await until(lambda: _ignores_sigterm(capture.pgid), what="the trap set")
     assert await kill_group(capture.pgid, capture.process_start_ticks, grace=0.3)
-    assert await capture.wait(5)
+    assert await capture.wait(30)
     assert capture.result()["signal"] == "SIGKILL"
 
 
@@ -468,16 +527,20 @@ async def test_pages_of_a_finished_capture_use_the_index_written_while_capturing
     assert last["lines"][-1] == "300000" and last["nextOffset"] is None
 
 
-async def test_pages_of_a_growing_capture(make, tmp_path, reads):
-    capture = make("seq 1 100000; sleep 0.6; seq 100001 250000")
+async def test_pages_of_a_growing_capture(make, tmp_path, workspace, reads):
+    capture = make(f"seq 1 100000; {_until_file('go')}; seq 100001 250000")
     index = tmp_path / "index"
     path = capture.folder / "output.txt"
     await capture.start()
+    # The first 100,000 lines captured whole; the rest waits for ``go``.
+    first = sum(len(str(n)) + 1 for n in range(1, 100_001))
+    await until(lambda: path.exists() and path.stat().st_size == first, what="the first lines")
     assert not await capture.wait(0.3)
     page = read_page(path, limit=2, index_dir=index)
     assert page["lines"] == ["99999", "100000"]
     assert page["totalLines"] == 100_000
-    assert await capture.wait(10)
+    (workspace / "go").touch()
+    assert await capture.wait(30)
     reads["bytes"] = 0
     page = read_page(path, offset=249_998, index_dir=index)
     assert page["lines"] == ["249999", "250000"]
@@ -575,21 +638,23 @@ def test_live_updates_fold_into_the_bound_of_the_whole_text(pieces, cuts, steps)
     assert live.output == bound_tool_output(text)
 
 
-async def test_live_pump_sends_coalesced_updates_and_the_last_one(make):
+async def test_live_pump_sends_coalesced_updates_and_the_last_one(make, workspace):
     live = LiveOutput()
     sent: list[tuple[float, dict]] = []
 
     async def send(update: dict) -> None:
         sent.append((time.monotonic(), update))
+        (workspace / "sent").touch()  # the rest is written once an update went out
 
     capture = make(
-        "for i in $(seq 1 30); do echo line $i; sleep 0.01; done; echo end",
+        f"echo line 1; {_until_file('sent')}; "
+        "for i in $(seq 2 30); do echo line $i; sleep 0.01; done; echo end",
         on_output=live.feed,
     )
     pump = asyncio.create_task(live.pump(send))
-    await capture.run(10)
+    await capture.run(30)
     live.close()
-    await asyncio.wait_for(pump, 2)
+    await asyncio.wait_for(pump, 10)
     times = [t for t, _ in sent]
     assert len(sent) >= 2
     assert all(b - a >= 0.1 - 0.002 for a, b in zip(times, times[1:], strict=False))

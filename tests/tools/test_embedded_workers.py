@@ -37,7 +37,7 @@ def test_a_daphne_stopped_by_sigterm_records_its_embedded_workers_stop(tmp_path)
     made.migrate()  # no user needed
     try:
         server = made.daphne(LOG_LEVEL="INFO")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # bounds a hang: two workers starting, loaded
         # A worker logs that it started once its first heartbeat is written.
         while len(_logged(server.stderr(), "worker started")) < 2:
             assert time.monotonic() < deadline, server.stderr()

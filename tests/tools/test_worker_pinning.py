@@ -38,7 +38,7 @@ def test_a_worker_pins_new_conversations_runs_its_own_and_leaves_other_hosts(use
     worker_heartbeat(name="there:1", host="there")  # alive: never released
     with running_worker(handlers={"ls": _listing}, poll_seconds=60):
         mine, theirs = _ready(fresh), _ready(elsewhere)
-        assert wait_for(lambda: response_of(mine), timeout=5)["outcome"] == "completed"
+        assert wait_for(lambda: response_of(mine))["outcome"] == "completed"
     assert Conversation.objects.get(pk=fresh.pk).host == "here"
     assert ToolCall.objects.get(pk=theirs).state == "ready"  # waits for its host
 
@@ -48,12 +48,12 @@ def test_the_first_call_after_its_host_was_released_fails_naming_the_lost_worksp
     Conversation.objects.filter(pk=released.pk).update(lost_host="gone-host")
     with running_worker(handlers={"ls": _listing}, poll_seconds=60):
         first = _ready(released)
-        payload = wait_for(lambda: response_of(first), timeout=5)
+        payload = wait_for(lambda: response_of(first))
         assert payload["outcome"] == "failed"
         reason = payload["modelContent"][0]["text"]
         assert "'gone-host'" in reason and "files are lost" in reason and "'here'" in reason
         second = _ready(released)  # the turn of the first ended with it
-        assert wait_for(lambda: response_of(second), timeout=5)["outcome"] == "completed"
+        assert wait_for(lambda: response_of(second))["outcome"] == "completed"
     row = Conversation.objects.get(pk=released.pk)
     assert (row.host, row.lost_host) == ("here", "")
 
@@ -65,7 +65,7 @@ def test_a_worker_stopped_in_order_leaves_its_host_alive_for_the_grace(user, set
     conversation = new_conversation(user)
     with running_worker(handlers={"ls": _listing}, poll_seconds=60) as worker:
         call_id = _ready(conversation)
-        assert wait_for(lambda: response_of(call_id), timeout=5)["outcome"] == "completed"
+        assert wait_for(lambda: response_of(call_id))["outcome"] == "completed"
     assert Conversation.objects.get(pk=conversation.pk).host == "here"
     row = WorkerHeartbeat.objects.get(name=worker.name)
     assert row.host == "here" and row.stopped_at is not None
@@ -88,5 +88,5 @@ def test_a_worker_is_alive_before_its_first_claim_pins_a_conversation(user, monk
     monkeypatch.setattr(worker_module, "claim_acquire_batch", claim_seeing_the_heartbeat)
     call_id = _ready(new_conversation(user))
     with running_worker(handlers={"ls": _listing}, poll_seconds=60):
-        assert wait_for(lambda: response_of(call_id), timeout=5)["outcome"] == "completed"
+        assert wait_for(lambda: response_of(call_id))["outcome"] == "completed"
     assert seen and seen[0] is True

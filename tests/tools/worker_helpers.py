@@ -1,7 +1,7 @@
 """Running real workers in tests: a worker's event loop on a thread of its own
 (``running_worker``), or a ``manage.py runworker_tools`` process on the test database
 (``worker_process``, ``stop_worker``); a model call made ready (``model_call``, ``approve``),
-waiting for it (``wait_for``) and its response (``response_of``)."""
+waiting for it (``wait_for``, from ``tests/waits.py``) and its response (``response_of``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from conversations.services.interactions import call_resolve
 from tests.conversations.api_helpers import grant_run_commands
 from tests.conversations.helpers import assistant_calls, new_conversation, open_turn
 from tests.realtime.daphne_helpers import ROOT, stop_process
+from tests.waits import wait_for  # noqa: F401 - the tests import it from here too
 from tools.runtime.worker import Worker
 
 
@@ -73,17 +73,6 @@ def model_call(user, tool: str, arguments: dict, conversation=None) -> tuple[Any
     if ToolCall.objects.filter(pk=call_id, state="awaiting_approval").exists():
         approve(user, [call_id])
     return conversation, turn_id, call_id
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, every: float = 0.02) -> Any:
-    """Poll ``predicate`` until it returns something truthy (and return that)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"not within {timeout} s")
 
 
 def response_of(call_id: Any) -> dict[str, Any] | None:
