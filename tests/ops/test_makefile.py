@@ -3,16 +3,23 @@ installed, so nothing is built)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# A suite run by make (`make test PYTEST_WORKERS=3`) passes its variables down to a make it
+# starts: the plans here are those of a make run from a shell.
+MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "PYTEST_WORKERS", "PYTEST_ARGS")
+
+
 def _planned(*args: str) -> str:
     done = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed", *args],
+        ["make", "--no-print-directory", "-n", "-o", ".venv/.installed", *args],
         cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k not in MAKE_STATE},
         capture_output=True,
         text=True,
         check=True,
@@ -36,6 +43,9 @@ def test_make_two_hosts_runs_the_two_host_suite_and_says_why_it_skipped():
 
 def test_make_test_runs_in_parallel_unless_told_one_worker():
     assert "-m pytest -rs -n auto" in _planned("test")
-    assert "-m pytest -rs -n 3" in _planned("test", "PYTEST_WORKERS=3").split("\n")[-2]
+    (pytest,) = [
+        line for line in _planned("test", "PYTEST_WORKERS=3").splitlines() if "pytest" in line
+    ]
+    assert pytest.endswith("-m pytest -rs -n 3 "), pytest  # then PYTEST_ARGS, empty
     # One worker: the suite in the make process's own pytest, no xdist worker started.
     assert "-m pytest -rs -n 0" in _planned("test", "PYTEST_WORKERS=1")

@@ -30,11 +30,15 @@ from schemathesis.specs.openapi.checks import (
 from conversations.api.auth import token_create
 from conversations.models import Conversation
 from tests.conversations.api_helpers import PATH_OBJECTS, build_world, grant_run_commands
+from tools.runtime.async_runs import services as async_run_services
 
 from .errors import error_of
 from .fuzzing import FUZZ
 
 WAIT_MAX_SECONDS = 0.2  # the turn barrier may wait 60 s: real turns are asked with less
+# A kill of the world's run waits up to 8 s for a watcher (there is none here: its host is
+# elsewhere) before answering it still running; every example that reached it waited so.
+KILL_WAIT_SECONDS = 0.2
 
 # Unknown query parameters are ignored, as across HTTP (a proxy's or a cache-buster's); unknown
 # body fields are refused (422), and the fuzzer checks that.
@@ -63,6 +67,11 @@ SEMANTIC_FIELDS = {
 }
 _aimed = itertools.count()
 _worlds: dict[int, tuple[dict[str, str], str]] = {}
+
+
+@pytest.fixture(autouse=True)
+def _short_kill_wait(monkeypatch):
+    monkeypatch.setattr(async_run_services, "KILL_WAIT_SECONDS", KILL_WAIT_SECONDS)
 
 
 @pytest.fixture(autouse=True)
