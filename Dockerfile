@@ -12,12 +12,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # tini is PID 1: it reaps the orphans of the commands that `bash` calls and launches run (a
 # killed command's children are otherwise left as zombies) and passes SIGTERM on.
 # postgresql-client: pg_dump and pg_restore for deploy/backup.sh and deploy/restore.sh.
+# bubblewrap: the sandbox of every command (docs/security.md, "The command sandbox").
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends tini postgresql-client \
+    && apt-get install -y --no-install-recommends tini postgresql-client bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 
-# A dedicated user: commands run as the server's OS user, and its only writable places are
-# DATA_DIR and the workspace root (docs/deployment.md, "Security").
+# A dedicated user: commands run in their sandbox as the server's OS user, whose only writable
+# places are DATA_DIR and the workspace root (docs/deployment.md, "Security").
 RUN useradd --system --uid 10001 --user-group --home-dir /srv/toolcore --no-create-home toolcore \
     && mkdir -p /srv/toolcore/data /srv/toolcore/workspaces \
     && chown -R toolcore:toolcore /srv/toolcore

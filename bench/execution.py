@@ -35,6 +35,10 @@ of every child process they start.
   1,000th response event, with the CPU the processes and PostgreSQL used meanwhile. Baseline:
   as many raw psycopg ``INSERT`` + ``DELETE`` transactions (bench/core.py's ``RawEvents``).
 - ``grep`` over a generated 50,000-file workspace against ``grep -rnE``. Django, no database.
+- The command sandbox (``TOOLCORE_SANDBOX``, tools/sandbox.py): the pickup latency with a worker
+  process of ``bwrap`` against one of ``off``, in turns, beside its floor (the command's own
+  start in the sandbox against ``/bin/sh -c``); the 256 MiB capture in the sandbox against
+  outside it.
 
 The pickup and claim-run-settle benches need PostgreSQL, the one database several processes
 share: they run on a throw-away database (bench/_setup.py) and are skipped, with the reason
@@ -63,10 +67,11 @@ from execution_capture import (  # noqa: E402
     bench_capture,
     bench_capture_live_text,
     bench_capture_live_zeros,
+    bench_capture_sandboxed,
     capture_child,
 )
 from execution_grep import bench_grep  # noqa: E402
-from execution_pickup import bench_pickup  # noqa: E402
+from execution_pickup import bench_pickup, bench_pickup_sandboxed  # noqa: E402
 from execution_pickup_baselines import floor_child, listen_child  # noqa: E402
 from execution_settle import bench_claim_run_settle  # noqa: E402
 from execution_setup import DJANGO, OPTIONS  # noqa: E402
@@ -76,7 +81,9 @@ BENCHES: list[Callable[[Table, int, Path], None]] = [
     bench_capture,
     bench_capture_live_text,
     bench_capture_live_zeros,
+    bench_capture_sandboxed,
     bench_pickup,
+    bench_pickup_sandboxed,
     bench_claim_run_settle,
     bench_grep,
 ]
@@ -92,6 +99,7 @@ def main() -> None:
     )
     parser.add_argument("--child", nargs=2, metavar=("COMMAND", "FOLDER"), help=argparse.SUPPRESS)
     parser.add_argument("--live", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--sandboxed", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, metavar="CONCURRENCY", help=argparse.SUPPRESS)
     parser.add_argument("--trace", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -105,7 +113,7 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        capture_child(args.child[0], Path(args.child[1]), args.live)
+        capture_child(args.child[0], Path(args.child[1]), args.live, args.sandboxed)
         return
     if args.worker:
         worker_child(args.worker, args.trace, args.profile and str(args.profile))

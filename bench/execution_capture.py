@@ -48,14 +48,19 @@ def _shell_redirect(command: str, folder: Path) -> Callable[[], float]:
     return run
 
 
-def _capture(command: str, folder: Path, *, live: bool) -> Callable[[], dict]:
-    """One capture in a fresh interpreter (so its peak memory is the capture's own)."""
+def _capture(
+    command: str, folder: Path, *, live: bool, sandboxed: bool = False
+) -> Callable[[], dict]:
+    """One capture in a fresh interpreter (so its peak memory is the capture's own); in the
+    command sandbox (``tools/sandbox.py``) when ``sandboxed``."""
 
     def run() -> dict:
         shutil.rmtree(folder / "attempt", ignore_errors=True)
         shutil.rmtree(folder / "index", ignore_errors=True)
         child = [sys.executable, str(SCRIPT), "--child", command, str(folder)]
-        done = subprocess.run(child + (["--live"] if live else []), capture_output=True, check=True)
+        child += ["--live"] if live else []
+        child += ["--sandboxed"] if sandboxed else []
+        done = subprocess.run(child, capture_output=True, check=True)
         report = json.loads(done.stdout)
         assert report["result"]["capture"]["stdout"]["bytes"] == CAPTURE_BYTES, report
         return report
@@ -63,11 +68,14 @@ def _capture(command: str, folder: Path, *, live: bool) -> Callable[[], dict]:
     return run
 
 
-def capture_child(command: str, folder: Path, live: bool) -> None:
+def capture_child(command: str, folder: Path, live: bool, sandboxed: bool = False) -> None:
     """The measured side: seconds of the capture, and the resident set before and at its
     peak (``VmHWM``, cross-checked by sampling ``VmRSS`` every 10 ms from the event loop)."""
     from tools.runtime.capture import ProcessCapture, tool_environment
     from tools.runtime.live import LiveOutput
+    from tools.sandbox import SYSTEM_HIDDEN, Sandbox
+
+    sandbox = Sandbox(workspace=folder, hide=SYSTEM_HIDDEN) if sandboxed else None
 
     async def capture_once() -> dict:
         loop = asyncio.get_running_loop()
@@ -85,6 +93,7 @@ def capture_child(command: str, folder: Path, live: bool) -> None:
             folder=folder / "attempt",
             on_output=output.feed if output else None,
             index_dir=folder / "index",
+            sandbox=sandbox,
         )
         try:
             return await capture.run(600)
@@ -169,4 +178,33 @@ def bench_capture_live_zeros(table: Table, runs: int, folder: Path) -> None:
         command=ZEROS,
         live=True,
         goal=False,
+    )
+
+
+def bench_capture_sandboxed(table: Table, runs: int, folder: Path) -> None:
+    """The same 256 MiB capture in the command sandbox, against it outside."""
+    from tools.sandbox import bwrap_problem
+
+    figure = "capture of 256 MiB on stdout in the command sandbox (bubblewrap)"
+    problem = bwrap_problem()
+    if problem is not None:
+        table.skip(figure, problem)
+        return
+    inside, outside = in_turns(
+        runs,
+        _capture(ZEROS, folder, live=False, sandboxed=True),
+        _capture(ZEROS, folder, live=False),
+    )
+    spent, base = [r["seconds"] for r in inside], [r["seconds"] for r in outside]
+    ratios = per_run(spent, base)
+    table.add(
+        f"{figure} (baseline: the same capture without the sandbox)",
+        spread(spent, seconds),
+        spread(base, seconds),
+        ratios,
+        "≤ 1.1",
+        statistics.median(ratios) <= 1.1,
+        measured=spent,
+        baseline=base,
+        unit="s",
     )

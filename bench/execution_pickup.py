@@ -299,3 +299,122 @@ def _pickup_breakdown(
         spent = percentile([t[key] - t[previous] for t in traced], 50)
         table.add(f"    → {name}", millis(spent), "", None)
         previous = key
+
+
+SANDBOX_SAMPLES = 100
+
+
+def _worker(env: dict, folder: Path, name: str) -> tuple[subprocess.Popen, Any]:
+    log = open(folder / f"runworker_tools-{name}.log", "w+")  # noqa: SIM115
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "runworker_tools"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    return worker, log
+
+
+def _stop(worker: subprocess.Popen, log: Any) -> str:
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+    log.seek(0)
+    errors = log.read()
+    log.close()
+    return errors
+
+
+def _sandbox_start(sandboxed: bool, folder: Path) -> float:
+    """The floor of the sandbox's cost: ``Popen`` of the pickup's command → its first
+    instruction, in the product's sandbox or as a plain ``/bin/sh -c``."""
+    from tools.sandbox import sandbox_for
+
+    argv = ["/bin/sh", "-c", PICKUP_COMMAND]
+    if sandboxed:
+        argv = sandbox_for(folder).argv(argv)  # the product's own, by the bench's settings
+    sent = time.time()
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=folder)
+    return float(_EPOCH.search(done.stdout)[1]) - sent
+
+
+def bench_pickup_sandboxed(table: Table, runs: int, folder: Path) -> None:
+    """Pickup latency with every command in the sandbox (``TOOLCORE_SANDBOX=bwrap``) against
+    ``off``: a worker process of each, in turns (one listens at a time), each run a slice of
+    the samples; beside the floor, the start of the command itself in the sandbox and outside."""
+    figure = "pickup latency in the command sandbox"
+    connection = DJANGO.postgresql()
+    if connection is None:
+        table.skip(figure, DJANGO.skip_reason())
+        return
+    from _setup import process_env
+
+    from tools.models import PermissionRule
+    from tools.sandbox import bwrap_problem
+
+    if bwrap_problem() is not None:
+        table.skip(figure, bwrap_problem())
+        return
+    samples = max(runs, (SANDBOX_SAMPLES // 4 if OPTIONS.quick else SANDBOX_SAMPLES) // runs)
+    conversation, turn_id = open_conversation("pickup-sandbox")
+    PermissionRule.objects.create(
+        conversation=conversation, tool_name="bash", pattern=PICKUP_COMMAND, decision="allow"
+    )
+    clock = CommitClock()
+    latency: dict[str, list[float]] = {"bwrap": [], "off": []}
+    try:
+        for _ in range(runs):
+            for mode in ("off", "bwrap"):
+                worker, log = _worker(process_env(connection, TOOLCORE_SANDBOX=mode), folder, mode)
+                try:
+                    wait_listening(connection, 1, lambda w=worker, f=log: _alive(w, f))
+                    for _ in range(PICKUP_WARMUP):
+                        _pickup(clock, conversation, turn_id)
+                    for _ in range(samples):
+                        _idle()
+                        latency[mode].append(_pickup(clock, conversation, turn_id)["latency"])
+                finally:
+                    errors = _stop(worker, log)
+                    wait_listening(connection, 0, lambda: None)
+                assert "Traceback" not in errors, errors[-3000:]
+    finally:
+        clock.close()
+    inside, outside = by_run(latency["bwrap"], runs, 50), by_run(latency["off"], runs, 50)
+    ratios = per_run(inside, outside)
+    starts = [[_sandbox_start(True, folder), _sandbox_start(False, folder)] for _ in range(100)]
+    start_in = by_run([s[0] for s in starts], runs, 50)
+    start_out = by_run([s[1] for s in starts], runs, 50)
+    floor = statistics.median(
+        [(i - o + b) / b for i, o, b in zip(start_in, start_out, outside, strict=True)]
+    )
+    ok = statistics.median(ratios) <= 1.5
+    table.add(
+        f"{figure}: commit that makes a `bash` call ready → its process's first instruction, "
+        f"`TOOLCORE_SANDBOX=bwrap`, p50 of {samples * runs} (baseline: the same with `off`)",
+        spread(inside, millis),
+        spread(outside, millis),
+        ratios,
+        "p50 ≤ 1.5×",
+        ok,
+        "FAIL (goal below the floor)" if not ok and floor > 1.5 else "",
+        measured=inside,
+        baseline=outside,
+        unit="s",
+        floor=floor,
+    )
+    table.add(
+        "  the floor: the command's own start (`Popen` → first instruction) in the sandbox "
+        "(baseline: `/bin/sh -c` outside it); the pickup's ratio cannot go below "
+        f"(baseline pickup + this difference) / baseline pickup = {floor:.2f}",
+        spread(start_in, millis),
+        spread(start_out, millis),
+        per_run(start_in, start_out),
+        measured=start_in,
+        baseline=start_out,
+        unit="s",
+    )

@@ -341,6 +341,16 @@ if TOOLCORE_HOST_GRACE < TOOLCORE_CLAIM_LEASE:
     )
 TOOLCORE_MAX_ATTEMPTS = _env_int("TOOLCORE_MAX_ATTEMPTS", 3, minimum=1)
 TOOLCORE_PROMOTE_AFTER = _env_int("TOOLCORE_PROMOTE_AFTER", 30, minimum=0)
+# The command sandbox (tools/sandbox.py, docs/security.md "The command sandbox"): bubblewrap
+# around every command, or off by an explicit choice.
+TOOLCORE_SANDBOX = os.environ.get("TOOLCORE_SANDBOX", "").strip().lower() or "bwrap"
+if TOOLCORE_SANDBOX not in ("bwrap", "off"):
+    _refuse("TOOLCORE_SANDBOX", f"must be bwrap or off, not {TOOLCORE_SANDBOX!r}")
+TOOLCORE_SANDBOX_NETWORK = _env_bool("TOOLCORE_SANDBOX_NETWORK", False)
+TOOLCORE_SANDBOX_HIDE = [Path(p) for p in _env_list("TOOLCORE_SANDBOX_HIDE", [])]
+for _hidden in TOOLCORE_SANDBOX_HIDE:
+    if not _hidden.is_absolute() or _hidden == Path("/"):
+        _refuse("TOOLCORE_SANDBOX_HIDE", f"lists absolute paths other than /, not {str(_hidden)!r}")
 # Seconds an MCP server has to answer one tool call (docs/mcp.md); then it is told to stop.
 TOOLCORE_MCP_CALL_TIMEOUT = _env_int("TOOLCORE_MCP_CALL_TIMEOUT", 60, minimum=1)
 TOOLCORE_MAX_BODY = _env_int("TOOLCORE_MAX_BODY", 1024 * 1024, minimum=1)

@@ -1,4 +1,5 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (database, migrations, channel layer)."""
+"""``/healthz`` (the process answers) and ``/readyz`` (database, migrations, channel layer; and
+whether commands run in the sandbox, ``tools/sandbox.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
+
+from tools.sandbox import sandbox_report
 
 from ..services.publish import live_layer_alias
 from .middleware import SyncAndAsyncMiddleware
@@ -70,5 +73,8 @@ def readyz(request: HttpRequest) -> HttpResponse:
     except Exception as exc:  # noqa: BLE001
         checks["channelLayer"] = f"error: {exc.__class__.__name__}"
     ready = all(value == "ok" for value in checks.values())
+    # The command sandbox is reported, not checked: commands run only where a worker started,
+    # and a worker without its sandbox refuses to start unless DEBUG is on.
     body = {"status": "ready" if ready else "not_ready", "checks": checks}
+    body["sandbox"] = sandbox_report()
     return json_response(body, 200 if ready else 503)

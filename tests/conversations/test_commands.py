@@ -140,6 +140,7 @@ def test_health_and_readiness(client):
     assert ready.json() == {
         "status": "ready",
         "checks": {"database": "ok", "migrations": "ok", "channelLayer": "ok"},
+        "sandbox": {"on": True},  # reported, not a check (tests/tools/test_sandbox.py)
     }
 
 

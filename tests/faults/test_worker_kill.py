@@ -21,6 +21,7 @@ from .helpers import assert_intact, bash_conversation, settled_once
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 LEASE_SECONDS = 3  # renewed every second: a loaded machine does not stall a worker past it
+UNSANDBOXED = {"TOOLCORE_SANDBOX": "off"}
 
 
 FILES = {f"f{n}.txt": f"file {n}\n" * 50 for n in range(20)}  # the workspace's
@@ -39,7 +40,9 @@ def test_kill_9_while_calls_run(user):
         *[("bash", {"command": f"echo started {n}; sleep 60"}) for n in range(3)],
     ).call_ids
     approve(user, sleeps)
-    dying = worker_process("w-dies", lease_seconds=LEASE_SECONDS)
+    # Unsandboxed, so the commands outlive their worker and the next one's sweep must kill
+    # them (in the sandbox they end with it: tests/tools/test_worker_crash.py).
+    dying = worker_process("w-dies", lease_seconds=LEASE_SECONDS, env=UNSANDBOXED)
     try:
         wait_for(lambda: ExecutionClaim.objects.filter(pgid__isnull=False).count() == 3, 30)
     except AssertionError:

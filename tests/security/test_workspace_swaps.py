@@ -17,11 +17,22 @@ from tests.conversations.helpers import new_conversation
 from tests.tools.worker_helpers import model_call, response_of, running_worker, wait_for
 from tools.models import AsyncRun, Launch
 from tools.runtime.registry import HANDLERS
+from tools.sandbox import bwrap_problem
+from tools.workspaces import conversation_workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REFUSED = "resolves outside the workspace root"
 SWAP = 'cd .. && mv "$PWD" "$PWD.old" && ln -s / "$PWD"'
+
+
+@pytest.fixture(autouse=True)
+def unsandboxed(settings, request):
+    """The swaps as a command can make them with ``TOOLCORE_SANDBOX=off``: the workspace check
+    must hold without the sandbox too. In the sandbox the command cannot make them at all
+    (``test_in_the_sandbox_a_command_cannot_swap_its_workspace``)."""
+    if "sandboxed" not in request.keywords:
+        settings.TOOLCORE_SANDBOX = "off"
 
 
 def _run(user, conversation, tool: str, arguments: dict) -> dict:
@@ -110,3 +121,21 @@ def test_an_owner_folder_swapped_for_a_link_refuses_new_workspaces_and_launches(
     )
     launched = api.post_json(f"{API}/launches", {"name": "x", "command": "true", "cwd": "x"})
     assert_error(launched, 422, "validation_error", field="cwd")
+
+
+@pytest.mark.sandboxed
+@pytest.mark.skipif(bwrap_problem() is not None, reason=f"no usable bubblewrap: {bwrap_problem()}")
+def test_in_the_sandbox_a_command_cannot_swap_its_workspace(user):
+    """Its workspace is a mount of its own and its parent a tmpfs of the sandbox's own: what the
+    command moves and links there is gone with the sandbox, and the path tools go on reading
+    the real workspace."""
+    conversation = new_conversation(user)
+    with running_worker(handlers=HANDLERS):
+        assert _run(user, conversation, "ls", {})["outcome"] == "completed"  # made on first use
+        workspace = conversation_workspace(conversation)
+        (workspace / "kept.txt").write_text("still here\n")
+        assert _run(user, conversation, "bash", {"command": SWAP})["outcome"] == "completed"
+        read = _run(user, conversation, "read", {"path": "kept.txt"})
+        assert read["outcome"] == "completed" and "still here" in read["modelContent"][0]["text"]
+    assert workspace.is_dir() and not workspace.is_symlink()
+    assert not Path(f"{workspace}.old").exists()

@@ -1,6 +1,6 @@
 """A worker process killed with ``kill -9`` mid-run, and the worker that comes after it: its
-sweep kills the group the dead one left, settles the command ``indeterminate`` and runs the
-read-only call again. Real processes sharing the test database (SQLite or PostgreSQL)."""
+sweep kills the group the dead one left (unsandboxed: in the sandbox, the command ended with its
+worker), settles the command ``indeterminate`` and runs the read-only call again. Real processes sharing the test database (SQLite or PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,14 @@ LEASE_SECONDS = 2
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def start_worker(name: str) -> subprocess.Popen:
-    return worker_process(name, lease_seconds=LEASE_SECONDS)
+def start_worker(name: str, sandbox: str = "bwrap") -> subprocess.Popen:
+    return worker_process(name, lease_seconds=LEASE_SECONDS, env={"TOOLCORE_SANDBOX": sandbox})
 
 
-def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(user):
+# Unsandboxed, the dead worker's command goes on until the next worker's sweep kills its group;
+# in the sandbox (--die-with-parent) it ends with its worker. The calls are recovered alike.
+@pytest.mark.parametrize("sandbox", ["off", "bwrap"])
+def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(user, sandbox):
     PermissionRule.objects.create(tool_name="bash", pattern="", decision="allow")
     conversation = new_conversation(user)
     workspace = conversation_workspace(conversation)
@@ -41,7 +44,7 @@ def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(us
         ("bash", {"command": "sleep 1000"}),
         ("grep", {"pattern": "(a|aa)+b", "path": "slow.txt"}),
     ).call_ids
-    first = start_worker("w-dies")
+    first = start_worker("w-dies", sandbox)
     try:
         claims = wait_for(
             lambda: (
@@ -55,9 +58,12 @@ def test_after_kill_9_the_next_worker_kills_the_group_and_recovers_both_calls(us
     first.send_signal(signal.SIGKILL)
     first.wait()
     pgid = claims.pgid
-    assert group_has_live_member(pgid)  # the dead worker's command goes on
+    if sandbox == "off":
+        assert group_has_live_member(pgid)  # the dead worker's command goes on
+    else:
+        wait_for(lambda: not group_has_live_member(pgid), what="the sandbox ended with its worker")
     (workspace / "slow.txt").write_text("aaab\n")  # the next run of the read is quick
-    second = start_worker("w-next")
+    second = start_worker("w-next", sandbox)
     try:
         bash = wait_for(lambda: response_of(bash_id), timeout=30)
         grep = wait_for(lambda: response_of(grep_id), timeout=30)

@@ -30,6 +30,7 @@ from django.conf import settings
 from conversations.errors import StaleClaim
 from conversations.services.claims import claim_process_record
 from conversations.storage import relative_to_data
+from tools.sandbox import sandbox_for
 
 from .async_runs.services import async_run_start
 from .base import AttemptFile, CallContext, HandlerResult, stopped_reason
@@ -76,6 +77,7 @@ async def bash(ctx: CallContext) -> HandlerResult:
         folder=ctx.attempt_dir,
         on_output=live.feed,
         index_dir=settings.DATA_DIR / "index",
+        sandbox=sandbox_for(workspace),
     )
     pump = asyncio.create_task(live.pump(ctx.update))
     started = time.monotonic()

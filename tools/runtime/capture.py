@@ -56,6 +56,12 @@ Choices:
 * **Signals** are reported by name (``"SIGTERM"``, ``"SIGKILL"``), ``exitCode`` is null then;
   a normal exit has ``signal`` null. A shell that exits with 128 + N after its child was killed
   exited normally: ``exitCode`` 128 + N.
+* **The sandbox.** Given a ``sandbox`` (``tools/sandbox.py``), the command runs under
+  bubblewrap, which leads the group: signals other than SIGKILL go to the group's other
+  members (``processes.killpg``), so the command has its grace and its own exit status, and
+  bubblewrap's 128 + N for a command killed by signal N is reported as that signal (a command
+  that itself exits with 129 to 192 reads as killed by a signal). The sandbox has its own PID
+  namespace: what the command left running in the background ends when it exits.
 * **Live output.** ``on_output(text)`` gets the output decoded as it arrives: UTF-8 with
   replacement by one incremental decoder per stream (a character split between two reads is
   decoded whole), U+0000 replaced by U+FFFD (the decoder never yields a surrogate). Decoding is
@@ -94,6 +100,7 @@ from .processes import (
 
 if TYPE_CHECKING:
     from tools.runtime.base import AttemptFile
+    from tools.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +111,8 @@ DRAIN_MAX_SECONDS = 2.0
 # that keeps refilling it does not hold capture up.
 FINAL_READS = 16
 STREAMS = ("stdout", "stderr")
+# bubblewrap exits 128 + N when the command it ran was killed by signal N.
+SIGNALLED = 128
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_LANG = "C.UTF-8"
@@ -227,8 +236,10 @@ class ProcessCapture:
         on_output: Callable[[str], None] | None = None,
         index_dir: Path | None = None,
         cap_bytes: int = CAPTURE_MAX_BYTES,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.command, self.cwd, self.env = command, Path(cwd), dict(env)
+        self.sandbox = sandbox
         self.folder, self.on_output = Path(folder), on_output
         self.index_dir, self.cap_bytes = index_dir, cap_bytes
         self.pid: int | None = None
@@ -270,8 +281,11 @@ class ProcessCapture:
             err_r, err_w = os.pipe()
             pipes += [err_r, err_w]
             self._t0 = time.monotonic()
+            argv = ["/bin/sh", "-c", self.command]
+            if self.sandbox is not None:
+                argv = self.sandbox.argv(argv, cwd=self.cwd)
             self._popen = subprocess.Popen(
-                ["/bin/sh", "-c", self.command],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
@@ -434,10 +448,12 @@ class ProcessCapture:
             os.close(self._pidfd)
             self._pidfd = None
         if info is not None:
-            if info.si_code == os.CLD_EXITED:
-                self._exit_code = info.si_status
-            else:
+            if info.si_code != os.CLD_EXITED:
                 self._signal = info.si_status
+            elif self.sandbox is not None and SIGNALLED < info.si_status <= SIGNALLED + 64:
+                self._signal = info.si_status - SIGNALLED  # bubblewrap's 128 + N: signal N
+            else:
+                self._exit_code = info.si_status
         self._exit_t = time.monotonic()
         self._exited.set()
         self._maybe_finish()

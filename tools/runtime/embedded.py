@@ -19,6 +19,7 @@ import logging
 import threading
 
 from conversations.detached import before_pools_close
+from tools.sandbox import sandbox_require
 
 from .registry import FAMILIES, HANDLERS
 from .worker import Worker
@@ -70,6 +71,7 @@ def embedded_workers_start(count: int) -> EmbeddedWorkers | None:
     global _embedded
     if count <= 0 or _embedded is not None:
         return _embedded
+    sandbox_require()  # no usable sandbox (DEBUG off): the process stops, naming the setting
     _embedded = EmbeddedWorkers(count)
     _embedded.start()
     logger.info("%d tool worker(s) started in this process", count)

@@ -97,8 +97,46 @@ def group_has_live_member(pgid: int) -> bool:
 
 
 def killpg(pgid: int, sig: int) -> None:
+    """``sig`` to the group. A sandboxed group's leader is bubblewrap (``tools/sandbox.py``),
+    which a signal would end at once, and with it, through ``--die-with-parent``, everything
+    in the sandbox: every signal but SIGKILL goes to the other members instead, so a command
+    gets its grace (a trap runs, its exit status is its own) and bubblewrap ends with it. Before
+    the command started (only bubblewrap's processes in the group) the group gets SIGKILL."""
+    if sig != signal.SIGKILL and _command_name(pgid) == SANDBOX_LEADER:
+        others = [pid for pid in _members(pgid) if pid != pgid]
+        if any(_command_name(pid) != SANDBOX_LEADER for pid in others):
+            for pid in others:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            return
+        # Only bubblewrap yet (the sandbox being made) or still (it ends): no command to give
+        # a grace to, and one about to start must not run on. The whole group ends now.
+        sig = signal.SIGKILL
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
+
+
+SANDBOX_LEADER = "bwrap"
+
+
+def _command_name(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as comm:
+            return comm.read().strip()
+    except OSError:
+        return None
+
+
+def _members(pgid: int) -> list[int]:
+    """The live processes of group ``pgid`` (from ``/proc``)."""
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                fields = _proc_stat(int(name))
+                if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                    found.append(int(name))
+    return found
 
 
 def group_is_alive(pgid: int, start_ticks: int) -> bool:

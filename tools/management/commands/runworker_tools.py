@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 
 from tools.runtime.registry import FAMILIES, HANDLERS
 from tools.runtime.worker import Worker
+from tools.sandbox import sandbox_require
 
 
 class Command(BaseCommand):
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         if options["concurrency"] < 1:
             self.stderr.write("--concurrency: must be 1 or more")
             raise SystemExit(2)
+        sandbox_require()  # no usable sandbox (DEBUG off): one line naming the setting, exit 1
         asyncio.run(self._main(options["concurrency"], options["name"]))
 
     async def _main(self, concurrency: int, name: str | None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 
 from tools.models import Launch, ProcessStatus
+from tools.sandbox import sandbox_for
 
 from ..capture import ProcessCapture, tool_environment
 from ..watchers import Watched, Watchers
@@ -65,6 +66,7 @@ async def launch_start(watchers: Watchers, launch_id: Any) -> bool:
             env=tool_environment(cwd),
             folder=folder,
             index_dir=settings.DATA_DIR / "index",
+            sandbox=sandbox_for(cwd),
         )
         await capture.start()
     except Exception:  # noqa: BLE001 - it could not start: say so, end it
