@@ -113,6 +113,24 @@ def test_a_users_chained_command_is_denied_by_a_deny_rule(api, user, scope, patt
     assert settled["response"]["payload"]["supervision"]["rule"]["id"] == str(rule.pk)
 
 
+DEEP = ["$(" * 246 + "rm -rf data" + ")" * 246, "(" * 246 + "rm -rf data" + ")" * 246]
+
+
+@pytest.mark.parametrize("command", DEEP, ids=["substitutions", "subshells"])
+def test_a_command_nested_246_deep_is_denied_not_a_server_error(api, user, command):
+    """It answered 500 (a RecursionError in the walk of its tree): now it is a line that cannot
+    be read, denied while a deny rule applies, asked about otherwise."""
+    conversation = new_conversation(user)
+    rule = _deny_rule("global", conversation, "rm *")
+    (call_id,) = _model_calls(api, conversation, ("bash", {"command": command}))
+    settled = _call(api, call_id)
+    assert settled["outcome"] == "denied"
+    assert settled["response"]["payload"]["supervision"]["rule"]["id"] == str(rule.pk)
+    rule.delete()
+    (asked,) = _model_calls(api, conversation, ("bash", {"command": command + " "}))
+    assert _call(api, asked)["supervision"]["decision"] == "ask"
+
+
 def test_a_users_command_the_deny_rule_does_not_name_still_runs(api, user):
     conversation = new_conversation(user)
     _deny_rule("global", conversation, "rm *")

@@ -246,6 +246,31 @@ async def test_client_answers_and_notifications_are_202_whatever_they_name(alice
         assert answer.status == 202, (message, answer.body)
 
 
+async def test_a_command_nested_246_deep_is_denied_without_the_servers_words(alice):
+    """It answered with Python's RecursionError message; now the walk is bounded: a deny rule
+    denies it, as any line that cannot be read."""
+    from tools.models import PermissionRule
+
+    await sync_to_async(PermissionRule.objects.create)(
+        tool_name="bash", pattern="rm *", decision="deny", reason="No deleting."
+    )
+    _, token = alice
+    session = await _session(token)
+    command = "$(" * 246 + "rm -rf data" + ")" * 246
+    call = {
+        "jsonrpc": "2.0",
+        "id": 12,
+        "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": command}},
+    }
+    answer = await asyncio.wait_for(request(body=call, token=token, session=session), 30)
+    assert answer.status == 200
+    (message,) = answer.sse()
+    assert message["result"]["isError"] is True
+    assert message["result"]["structuredContent"]["outcome"] == "denied"
+    assert "recursion" not in str(message).lower()
+
+
 async def test_a_cancel_that_overtakes_its_call_cancels_the_call_once_made(alice):
     """A client's notifications/cancelled can reach a daphne before its tools/call is
     committed (two connections): noted on the session, it cancels the call as soon as it is

@@ -367,3 +367,45 @@ def test_any_chain_of_runners_still_shows_the_command(assignments, prefixes, arg
     inner = " ".join(["rm", *arguments])
     found = texts(assignments + "".join(prefixes) + inner)
     assert inner in found or f"{inner} …" in found, found
+
+
+# --- depth: bounded before the walk, never a RecursionError ---------------------------------
+
+DEEP = 246  # the depth that answered 500 (a RecursionError) through the API
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "$(" * DEEP + "rm -rf data" + ")" * DEEP,
+        "(" * DEEP + "rm -rf data" + ")" * DEEP,
+        "echo " + "$(echo " * DEEP + "x" + ")" * DEEP,
+        "{ " * DEEP + "rm -rf data" + "; }" * DEEP,
+    ],
+    ids=["substitutions", "subshells", "arguments", "groups"],
+)
+def test_a_line_nested_too_deep_is_not_plain_and_not_walked(command):
+    from tools.shell.parse import MAX_TREE_DEPTH
+
+    line = parse_command(command)
+    assert not line.plain
+    assert line.unplain.startswith(f"commands nested more than {MAX_TREE_DEPTH} levels deep")
+
+
+def test_ordinary_nesting_is_read_to_the_end():
+    line = parse_command("echo " + "$(echo " * 20 + "x" + ")" * 20 + "; ls")
+    assert line.plain, line.unplain
+    assert [c.text for c in line.commands][-1] == "ls"
+
+
+def test_a_line_that_runs_the_walk_out_of_stack_is_not_plain():
+    # Trees in trees (strings run by shells) can still use up the stack on a caller that is
+    # deep already, as a request handler is: not plain, never a RecursionError.
+    command = "sh -c 'echo " + "$(echo " * 38 + "unique-for-this-test" + ")" * 38 + "'"
+
+    def from_deep(levels: int):
+        return from_deep(levels - 1) if levels else parse_command(command)
+
+    line = from_deep(sys.getrecursionlimit() - 120)
+    assert not line.plain
+    assert line.unplain.startswith("commands nested too deep to read")

@@ -35,6 +35,9 @@ MAX_PARSED_BYTES = 64 * 1024
 MAX_CONTINUATIONS = 64
 # Strings run by shells inside strings run by shells…: deeper than this is not plain.
 MAX_DEPTH = 16
+# Levels of the syntax tree (a subshell or a substitution is two or three): a tree deeper than
+# this is not plain, and is never walked (the walk recurses once or twice a level).
+MAX_TREE_DEPTH = 120
 # How much of a construct a reason quotes (UTF-8 bytes, "…" included).
 CONSTRUCT_QUOTE_BYTES = 80
 # Where a backslash before a newline is kept as it is: not a line continuation there.
@@ -123,7 +126,14 @@ class _Collector:
 @lru_cache(maxsize=256)
 def parse_command(command: str) -> CommandLine:
     """The simple commands of ``command``, and whether it is plain."""
-    return _parse(command, depth=0)
+    try:
+        return _parse(command, depth=0)
+    except RecursionError:
+        # Each tree is bounded (MAX_TREE_DEPTH), but strings run by shells nest trees in
+        # trees: a line that still runs the walk out of stack is not plain, never a 500.
+        collector = _Collector(depth=0)
+        collector.not_plain("commands nested too deep to read", "")
+        return _result(collector)
 
 
 def _parse(command: str, *, depth: int) -> CommandLine:
@@ -140,12 +150,31 @@ def _parse(command: str, *, depth: int) -> CommandLine:
         return _result(collector)
     text, back = parsed
     tree = _joined(text, collector)
-    if tree is not None:
+    if tree is not None and _deeper_than(tree.root_node, MAX_TREE_DEPTH):
+        collector.not_plain(f"commands nested more than {MAX_TREE_DEPTH} levels deep", "")
+    elif tree is not None:
         with texts_translated(back):
             if tree.root_node.has_error:
                 collector.not_plain("a syntax error", _first_error(tree.root_node))
             _walk(tree.root_node, collector)
     return _result(collector)
+
+
+def _deeper_than(root: Node, limit: int) -> bool:
+    """Whether the tree has a node more than ``limit`` levels below ``root`` (a cursor walk,
+    without recursion)."""
+    cursor = root.walk()
+    depth = 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            if depth > limit:
+                return True
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return False
+            depth -= 1
 
 
 def _result(collector: _Collector) -> CommandLine:
