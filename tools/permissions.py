@@ -264,6 +264,14 @@ def _who(spec: ToolSpec, subject: str, *, command: bool) -> str:
     return f"{spec.name} to run “{shown}”" if command else f"{spec.name} on “{shown}”"
 
 
+def denial_text(decision: Decision) -> str:
+    """A denial as an error message says it: the reason, and the rule that denied, by name
+    (``Denied by the global rule “deny bash rm *”: No deleting.``)."""
+    if decision.rule is None:
+        return decision.reason
+    return cut_text(f"Denied by {_rule_shown(decision.rule)}: {decision.reason}")
+
+
 def _rule_shown(rule: PermissionRule) -> str:
     """``the global rule “ask bash git push*”``, ``this conversation's rule “ask read”``."""
     scope = "the global rule" if rule.conversation_id is None else "this conversation's rule"

@@ -9,7 +9,7 @@ import pytest
 
 from conversations.services.runners import LAUNCH, LAUNCH_STOP, RUN_KILL, listen, unlisten
 from conversations.storage import attempt_relative, data_dir
-from tools.models import AsyncRun, Launch
+from tools.models import AsyncRun, Launch, PermissionRule
 from tools.runtime.async_runs import services as async_runs
 from tools.runtime.async_runs.services import async_run_start
 
@@ -119,6 +119,33 @@ def test_starting_a_launch_needs_run_commands_and_a_cwd_inside_the_root(api, use
     launch = created.json()
     assert (launch["status"], launch["pid"], launch["cwd"]) == ("running", None, "site")
     assert heard[LAUNCH] == [launch["id"]]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["rm -rf site", "cd site && rm -rf x", "$CMD -rf site"],
+    ids=["plain", "chained", "unread"],
+)
+def test_a_launch_whose_command_a_deny_rule_denies_is_refused_naming_the_rule(
+    api, user, heard, command
+):
+    grant_run_commands(user)
+    PermissionRule.objects.create(
+        tool_name="bash", pattern="rm *", decision="deny", reason="No deleting."
+    )
+    body = {"name": "dev", "command": command}
+    error = assert_error(api.post_json(f"{API}/launches", body), 403, "forbidden")
+    assert error["message"].startswith("The launch's command is denied. ")
+    if command.startswith("$"):  # not plain: it cannot be checked against the deny rule
+        assert "Cannot be checked against the deny rules" in error["message"]
+    else:
+        assert "Denied by the global rule “deny bash rm *”: No deleting." in error["message"]
+    assert heard[LAUNCH] == [] and not Launch.objects.exists()  # nothing started or written
+    # An ask is the owner's own say-so, as for a command the owner types.
+    PermissionRule.objects.all().delete()
+    PermissionRule.objects.create(tool_name="bash", pattern="python *", decision="ask")
+    created = api.post_json(f"{API}/launches", {"name": "dev", "command": "python -V"})
+    assert created.status_code == 201, created.content
 
 
 def test_launches_are_listed_read_paged_and_stopped_by_their_owner(api, other_api, user, heard):

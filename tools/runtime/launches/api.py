@@ -46,9 +46,11 @@ def list_launches(
 def start_launch(request: HttpRequest, payload: LaunchIn) -> HttpResponse:
     """Starts a workbench process (a dev server, a watcher): `command` runs with `/bin/sh` in
     `cwd` (below your workspace root; 422 outside), with the tools' minimal environment, its
-    output captured in `DATA_DIR/launches/<id>/`. Needs the permission `tools.run_commands`
-    (else 403). Answers 201 with the launch, `running`; a worker starts its process at once
-    (its `pid` appears then). Changes are published on your workbench."""
+    output captured in `DATA_DIR/launches/<id>/`, in the command sandbox. Needs the permission
+    `tools.run_commands` (else 403), and a command the global `bash` rules do not deny (else
+    403 naming the rule, nothing started). Answers 201 with the launch, `running`; a worker
+    starts its process at once (its `pid` appears then). Changes are published on your
+    workbench."""
     launch = launch_create(
         owner=request.auth, name=payload.name, command=payload.command, cwd=payload.cwd
     )

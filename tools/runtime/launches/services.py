@@ -21,7 +21,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations.errors import ValidationFailed, found
+from conversations.errors import Forbidden, ValidationFailed, found
 from conversations.grants import run_commands_require
 from conversations.models import Conversation
 from conversations.services import publish
@@ -39,6 +39,7 @@ from conversations.storage import data_dir
 from projections.model import model_content
 from projections.units import clean_text
 from tools.models import Launch, ProcessStatus
+from tools.permissions import denial_text, evaluate
 from tools.workspaces import WorkspaceRefused, owner_workspace_root, workspace_checked
 
 from ..left_processes.services import left_process_record
@@ -97,6 +98,11 @@ def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str 
     run_commands_require(user=owner, doing="Starting a launch")
     name, command, cwd = clean_text(name), clean_text(command), clean_text(cwd)
     launch_cwd(owner.pk, cwd)
+    # Decided like a command its owner types: the global rules of bash, where only a deny
+    # counts (an ask is the owner's own say-so); nothing is written when it is denied.
+    decision = evaluate(None, "bash", {"command": command})
+    if decision.decision == "deny":
+        raise Forbidden(f"The launch's command is denied. {denial_text(decision)}")
     with publish.atomic():
         launch = Launch.objects.create(
             owner=owner,
