@@ -99,16 +99,28 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
+LOCAL_HOSTS = [".localhost", "127.0.0.1", "[::1]"]  # as Django's get_host under DEBUG
+
+
 def _allowed_hosts() -> list[str]:
     allowed = list(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]  # as Django's get_host
+        allowed = list(LOCAL_HOSTS)
     return allowed
+
+
+def _origin_hosts() -> list[str]:
+    """The hosts a browser's ``Origin`` may name: the server's own (``ALLOWED_HOSTS`` without
+    its wildcard) and the local ones, whatever ``ALLOWED_HOSTS`` is. ``make run`` allows every
+    ``Host`` (``*``): a page of any site that rebinds its name to 127.0.0.1 still cannot reach
+    ``/mcp/`` through the reader's browser."""
+    return [host for host in settings.ALLOWED_HOSTS if host != "*"] + LOCAL_HOSTS
 
 
 def _host_checked(scope: dict[str, Any]) -> str:
     """The ``Host`` header, when ``ALLOWED_HOSTS`` lists it; a browser's ``Origin`` must be a
-    listed host or a trusted origin (the MCP specification asks servers to check it)."""
+    host of ``_origin_hosts`` or a trusted origin (the MCP specification asks servers to check
+    it)."""
     host = (_header(scope, b"host") or "").strip()
     domain, _ = split_domain_port(host)
     if not domain or not validate_host(domain, _allowed_hosts()):
@@ -122,7 +134,7 @@ def _host_checked(scope: dict[str, Any]) -> str:
         origin_domain, _ = split_domain_port(netloc)
         trusted = {o.rstrip("/") for o in settings.CSRF_TRUSTED_ORIGINS}
         if not (
-            (origin_domain and validate_host(origin_domain, _allowed_hosts()))
+            (origin_domain and validate_host(origin_domain, _origin_hosts()))
             or origin.rstrip("/") in trusted
         ):
             raise _refused(403, INVALID_REQUEST, "The Origin header names no allowed origin.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -72,6 +73,29 @@ async def test_a_host_not_allowed_is_400_and_a_foreign_origin_403(alice):
     assert answer.status == 400
     answer = await request(body=INITIALIZE, token=token, headers={"origin": "http://evil.example"})
     assert answer.status == 403
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://evil.example", 403),
+        ("http://evil.example:8000", 403),
+        ("http://localhost:8000", 200),
+        ("http://127.0.0.1:8000", 200),
+        ("http://[::1]:8000", 200),
+        ("http://app.localhost", 200),
+    ],
+)
+async def test_under_make_run_the_origin_is_checked_whatever_allowed_hosts_is(
+    alice, settings, origin, status
+):
+    """``make run``: DEBUG on and ``ALLOWED_HOSTS`` ``*``. A page elsewhere whose name now
+    points at 127.0.0.1 sends its own Host and Origin; only local origins pass."""
+    settings.DEBUG, settings.ALLOWED_HOSTS = True, ["*"]
+    _, token = alice
+    host = urlsplit(origin).netloc
+    answer = await request(body=INITIALIZE, token=token, headers={"host": host, "origin": origin})
+    assert answer.status == status, answer.body[:300]
 
 
 async def test_initialize_opens_a_session_on_a_new_conversation_titled_after_the_client(alice):
