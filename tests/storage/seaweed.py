@@ -98,8 +98,33 @@ class Seaweed:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+# Tries with new ports when one of them was taken before weed bound it (see seaweed_start).
+START_TRIES = 5
+TAKEN = "bind: address already in use"
+
+
+class PortTaken(RuntimeError):
+    """A port chosen for weed was taken by the time it bound it."""
+
+
 def seaweed_start(binary: str, *, bucket: str) -> Seaweed:
-    """Start ``weed mini`` with ``bucket`` and wait until its S3 gateway answers."""
+    """Start ``weed mini`` with ``bucket`` and wait until its S3 gateway answers.
+
+    Its ports are free when chosen (the kernel's, ``tests/ports.py``), but weed binds them one
+    service after another, and meanwhile any connection on the machine (weed's own between its
+    services included) may be given one of them as its local port: on a loaded machine the
+    filer started 0.4 s after the master and found its gRPC port taken. weed then exits saying
+    so, and it is started again on new ports (``START_TRIES`` times)."""
+    for attempt in range(1, START_TRIES + 1):
+        try:
+            return _start_once(binary, bucket=bucket)
+        except PortTaken:
+            if attempt == START_TRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(binary: str, *, bucket: str) -> Seaweed:
     folder = tempfile.mkdtemp(prefix="toolcore-seaweed-")
     config = Path(folder) / "s3.json"
     identity = {
@@ -127,15 +152,20 @@ def seaweed_start(binary: str, *, bucket: str) -> Seaweed:
     deadline = time.monotonic() + START_SECONDS
     client = server.client()
     while True:
-        if process.poll() is not None:
-            text = (Path(folder) / "weed.log").read_text(errors="replace")[-2000:]
+        text = (Path(folder) / "weed.log").read_text(errors="replace")
+        if TAKEN in text:  # it exits (a fatal log line) or goes on without that service
             server.stop()
-            raise RuntimeError(f"weed mini exited ({process.returncode}):\n{text}")
+            raise PortTaken(f"weed mini could not bind a port:\n{text[-2000:]}")
+        if process.poll() is not None:
+            server.stop()
+            raise RuntimeError(f"weed mini exited ({process.returncode}):\n{text[-2000:]}")
         try:
             client.head_bucket(Bucket=bucket)
             return server
         except Exception:
             if time.monotonic() > deadline:
                 server.stop()
-                raise RuntimeError("SeaweedFS's S3 gateway did not answer in time") from None
+                raise RuntimeError(
+                    f"SeaweedFS's S3 gateway did not answer in time:\n{text[-2000:]}"
+                ) from None
             time.sleep(0.2)
