@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Iterator
 
 KILL_GRACE_SECONDS = 5.0
 GROUP_POLL_SECONDS = 0.05
@@ -79,21 +80,23 @@ def leader_state(pgid: int, start_ticks: int | None) -> str:
 
 def group_has_live_member(pgid: int) -> bool:
     """Whether a process of group ``pgid`` is still running (zombies do not count)."""
-    try:
-        names = os.listdir("/proc")
-    except FileNotFoundError:  # pragma: no cover - not Linux
+    if not os.path.isdir("/proc"):  # pragma: no cover - not Linux
         try:
             os.killpg(pgid, 0)
         except (ProcessLookupError, PermissionError):
             return False
         return True
-    for name in names:
-        if not name.isdigit():
-            continue
-        fields = _proc_stat(int(name))
-        if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return next(_live_members(pgid), None) is not None
+
+
+def _live_members(pgid: int) -> Iterator[int]:
+    """The running processes of group ``pgid``, from ``/proc`` (zombies do not count)."""
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                fields = _proc_stat(int(name))
+                if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                    yield int(name)
 
 
 def killpg(pgid: int, sig: int) -> None:
@@ -103,7 +106,7 @@ def killpg(pgid: int, sig: int) -> None:
     gets its grace (a trap runs, its exit status is its own) and bubblewrap ends with it. Before
     the command started (only bubblewrap's processes in the group) the group gets SIGKILL."""
     if sig != signal.SIGKILL and _command_name(pgid) == SANDBOX_LEADER:
-        others = [pid for pid in _members(pgid) if pid != pgid]
+        others = [pid for pid in _live_members(pgid) if pid != pgid]
         if any(_command_name(pid) != SANDBOX_LEADER for pid in others):
             for pid in others:
                 with contextlib.suppress(ProcessLookupError):
@@ -125,18 +128,6 @@ def _command_name(pid: int) -> str | None:
             return comm.read().strip()
     except OSError:
         return None
-
-
-def _members(pgid: int) -> list[int]:
-    """The live processes of group ``pgid`` (from ``/proc``)."""
-    found = []
-    with contextlib.suppress(FileNotFoundError):
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                fields = _proc_stat(int(name))
-                if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                    found.append(int(name))
-    return found
 
 
 def group_is_alive(pgid: int, start_ticks: int) -> bool:
