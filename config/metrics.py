@@ -23,6 +23,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+from pathlib import Path
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -30,7 +31,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from config.metrics_files import metrics_files_read, metrics_folder
+from config.metrics_files import METRICS_FILE_HEADER_BYTES, metrics_files_read, metrics_folder
 from conversations.api.auth import bearer_of
 from conversations.api.middleware import SyncAndAsyncMiddleware
 from conversations.api.responses import json_response
@@ -44,11 +45,28 @@ METRICS_PATH = "/metrics"
 
 
 class _ProcessFiles(MultiProcessCollector):
-    """Every process's files, read while no archive runs (``metrics_files_read``)."""
+    """Every process's files, read while no archive runs (``metrics_files_read``).
+
+    A file too short to hold its header is skipped: prometheus_client creates a file, then
+    sizes it, and a process that is between the two (or was killed there) has recorded
+    nothing in it yet. Read as is, it failed every scrape with a ``struct.error`` (500) until
+    the next process start archived it."""
 
     def collect(self):
         with metrics_files_read():
-            return list(super().collect())
+            files = [
+                str(path)
+                for path in Path(self._path).glob("*.db")
+                if _size(path) >= METRICS_FILE_HEADER_BYTES
+            ]
+            return list(self.merge(files, accumulate=True))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # archived meanwhile
+        return 0
 
 
 def _registry() -> CollectorRegistry:

@@ -34,6 +34,7 @@ import fcntl
 import logging
 import os
 import secrets
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +45,9 @@ LOCK_NAME = ".lock"
 ALIVE_SUFFIX = ".alive"
 ARCHIVE = "archive"  # the identifier of the archive files: counter_archive.db, histogram_archive.db
 ARCHIVED_KINDS = ("counter", "histogram")
+# A file's first 8 bytes say how much of it is used; a shorter file was created and not sized
+# yet (its process holds nothing in it).
+METRICS_FILE_HEADER_BYTES = 8
 
 
 class _Process:
@@ -197,7 +201,7 @@ def _archive(folder: Path, kind: str, sources: list[Path]) -> None:
         try:
             MmapedDict.read_all_values_from_file(str(path))
             readable.append(str(path))
-        except (OSError, RuntimeError, ValueError) as exc:  # cut short by a crash mid-write
+        except (OSError, RuntimeError, ValueError, struct.error) as exc:  # cut short by a crash
             logger.warning("metrics file %s unreadable, its counts dropped: %s", path.name, exc)
     if archive.exists():
         readable.append(str(archive))

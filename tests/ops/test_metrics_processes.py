@@ -147,3 +147,24 @@ async def test_live_messages_published_to_a_follower_are_counted(user):
     assert frame["type"] == "conversation.event"
     assert await sync_to_async(events)() - before == 1
     await socket.disconnect()
+
+
+@pytest.mark.django_db
+def test_a_file_created_and_not_yet_sized_spoils_neither_a_scrape_nor_a_start():
+    """Found under load: prometheus_client creates a process's file, then sizes it. A process
+    killed between the two left an empty ``counter_<id>.db``; every scrape then failed (500, a
+    ``struct.error``) and so would the next start's archive. Now the scrape skips a file too
+    short for its header, and the archive drops it as unreadable."""
+    base = scrape()
+    folder = metrics_folder()
+    empty = folder / "counter_999999-0badf00d.db"  # a dead process's (no .alive of its own)
+    empty.touch()
+    try:
+        metrics.live_dropped("queue_full", 3)
+        assert _dropped(scrape()) - _dropped(base) == 3  # answered 200, counts intact
+        started = _child(0, 0, "exit")  # a start archives the dead: the empty file goes
+        assert started.wait(timeout=30) == 0
+        assert not empty.exists()
+        assert _dropped(scrape()) - _dropped(base) == 3
+    finally:
+        empty.unlink(missing_ok=True)
