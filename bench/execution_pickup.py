@@ -123,15 +123,7 @@ def bench_pickup(table: Table, runs: int, folder: Path) -> None:
         conversation=conversation, tool_name="bash", pattern=PICKUP_COMMAND, decision="allow"
     )
     env = process_env(connection)
-    log = open(folder / "runworker_tools.log", "w+")  # noqa: SIM115
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "runworker_tools"],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
+    worker, log = _worker(env, folder, "pickup")
     roundtrip = NotifyRoundTrip(connection)
     floor = PickupFloor(connection)
     clock = CommitClock()
@@ -151,15 +143,7 @@ def bench_pickup(table: Table, runs: int, folder: Path) -> None:
                 _idle()
                 pickups.append(_pickup(clock, conversation, turn_id))
         finally:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
-            log.seek(0)
-            errors = log.read()
-            log.close()
+            errors = _stop(worker, log)
         assert "Traceback" not in errors, errors[-3000:]
         _pickup_rows(table, figure, samples, runs, pickups, notifies, floors)
         _pickup_breakdown(table, connection, env, clock, conversation, turn_id, folder)
@@ -305,6 +289,7 @@ SANDBOX_SAMPLES = 100
 
 
 def _worker(env: dict, folder: Path, name: str) -> tuple[subprocess.Popen, Any]:
+    """An idle ``manage.py runworker_tools`` process, its stderr in a log of the folder."""
     log = open(folder / f"runworker_tools-{name}.log", "w+")  # noqa: SIM115
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "runworker_tools"],
@@ -318,6 +303,7 @@ def _worker(env: dict, folder: Path, name: str) -> tuple[subprocess.Popen, Any]:
 
 
 def _stop(worker: subprocess.Popen, log: Any) -> str:
+    """SIGTERM (SIGKILL after 30 s); what the worker wrote on stderr."""
     worker.send_signal(signal.SIGTERM)
     try:
         worker.wait(30)
