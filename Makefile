@@ -26,11 +26,12 @@ run: $(STAMP)
 	@echo "Toolcore on http://$(HOST):$(PORT)/  (log in as demo; admin: /admin/, API docs: /api/v1/docs)"
 	DEBUG=1 $(BIN)/daphne -e tcp:port=$(PORT):interface=$(HOST):backlog=1024 config.asgi:application
 
-# The suite runs in parallel, in PYTEST_WORKERS pytest-xdist workers (auto: one per core, at most
-# four); `make test PYTEST_WORKERS=1` runs it in one process. docs/development.md says how the
+# The suite runs in parallel, in PYTEST_WORKERS pytest-xdist workers: one more than the cores, at
+# most four (three on two cores, measured best: its tests wait for the processes they start);
+# `make test PYTEST_WORKERS=1` runs it in one process, `PYTEST_WORKERS=auto` one per core. docs/development.md says how the
 # suite is organised, how to run a part of it and how to find a slow or flaky test.
 # PYTEST_ARGS adds pytest arguments: a part of the suite (`make test PYTEST_ARGS=tests/tools`), -k, -x, …
-PYTEST_WORKERS ?= auto
+PYTEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n + 1 < 4 ? n + 1 : 4 )))
 PYTEST_ARGS ?=
 PYTEST := $(BIN)/python -m pytest -rs $(if $(filter 0 1,$(PYTEST_WORKERS)),-n 0,-n $(PYTEST_WORKERS))
 

@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # A suite run by make (`make test PYTEST_WORKERS=3`) passes its variables down to a make it
 # starts: the plans here are those of a make run from a shell.
 MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "PYTEST_WORKERS", "PYTEST_ARGS")
+# make's default: one worker more than the cores (the tests wait for the processes they
+# start), at most four, since tests/isolation.py has Redis databases for four.
+WORKERS = min(len(os.sched_getaffinity(0)) + 1, 4)
 
 
 def _planned(*args: str) -> str:
@@ -38,11 +41,12 @@ def test_make_test_says_why_tests_were_skipped():
 
 
 def test_make_two_hosts_runs_the_two_host_suite_and_says_why_it_skipped():
-    assert "-m pytest -rs -n auto -m hosts tests/hosts" in _planned("two-hosts")
+    assert f"-m pytest -rs -n {WORKERS} -m hosts tests/hosts" in _planned("two-hosts")
 
 
 def test_make_test_runs_in_parallel_unless_told_one_worker():
-    assert "-m pytest -rs -n auto" in _planned("test")
+    assert f"-m pytest -rs -n {WORKERS} " in _planned("test")
+    assert "-m pytest -rs -n auto " in _planned("test", "PYTEST_WORKERS=auto")
     (pytest,) = [
         line for line in _planned("test", "PYTEST_WORKERS=3").splitlines() if "pytest" in line
     ]
