@@ -8,10 +8,12 @@ see ``runners.py``) is unwrapped: the command it runs is a simple command of its
 string a shell runs is parsed in turn, to any depth.
 
 The result also says whether the command line is **plain**: every command word, after
-unwrapping, a literal word. It is not plain when a command word comes from an expansion, a glob
-names the command, it uses ``eval``, ``source``/``.`` or ``alias``, defines a function, runs a
-script file through a shell, or the parser reports an error; ``unplain`` then names the
-construct. Rules can be checked against a plain command line only.
+unwrapping, a literal word, and nothing in the line read in doubt. It is not plain when a command
+word comes from an expansion, a glob names the command, it uses ``eval``, ``source``/``.`` or
+``alias``, defines a function, runs a script file through a shell, runs a program that runs
+commands in a way the runner table does not read, the parser reports an error, or the grammar
+and bash may read it apart or bash reads code where it looks like data (``doubts.py``);
+``unplain`` then names the construct. Rules can be checked against a plain command line only.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 from projections.units import cut_text
 
-from . import runners
-from .words import Word, bmp_only, literal, node_text, texts_translated, word_of
+from . import doubts, runners
+from .words import Word, bmp_only, escaped, literal, node_text, texts_translated, word_of
 
 BASH = Language(tree_sitter_bash.language())
 # A command line longer than this is not parsed (a parse costs ~0.35 s per MiB): not plain.
@@ -149,13 +151,19 @@ def _parse(command: str, *, depth: int) -> CommandLine:
         collector.not_plain("too many distinct characters outside the Basic Multilingual Plane", "")
         return _result(collector)
     text, back = parsed
-    tree = _joined(text, collector)
+    character = doubts.character_doubt(command)
+    if character is not None:
+        collector.not_plain(*character)
+    tree, source = _joined(text, collector)
     if tree is not None and _deeper_than(tree.root_node, MAX_TREE_DEPTH):
         collector.not_plain(f"commands nested more than {MAX_TREE_DEPTH} levels deep", "")
     elif tree is not None:
         with texts_translated(back):
             if tree.root_node.has_error:
                 collector.not_plain("a syntax error", _first_error(tree.root_node))
+            doubt = doubts.tree_doubt(tree.root_node, source)
+            if doubt is not None:
+                collector.not_plain(*doubt)
             _walk(tree.root_node, collector)
     return _result(collector)
 
@@ -188,7 +196,7 @@ def _parser() -> Parser:
     return parser
 
 
-def _joined(command: str, collector: _Collector):
+def _joined(command: str, collector: _Collector) -> tuple[Tree | None, bytes]:
     """The parse of ``command`` with its line continuations joined, as the shell joins them
     before it reads words (``r\\<newline>m`` is ``rm``), except where a backslash is verbatim:
     in single quotes, ``$'…'``, a comment, a quoted here-document. One at a time, each with a
@@ -199,11 +207,11 @@ def _joined(command: str, collector: _Collector):
     for _ in range(MAX_CONTINUATIONS + 1):
         at = _first_continuation(tree.root_node, source)
         if at is None:
-            return tree
+            return tree, source
         source = source[:at] + source[at + 2 :]
         tree = parser.parse(source)
     collector.not_plain(f"more than {MAX_CONTINUATIONS} line continuations", "")
-    return None
+    return None, source
 
 
 def _first_error(root: Node) -> str:
@@ -225,17 +233,9 @@ def _first_continuation(root: Node, source: bytes) -> int | None:
         if at < 0:
             return None
         start = at + 1
-        if _escaped(source, at) or _verbatim_at(root, at):
+        if escaped(source, at) or _verbatim_at(root, at):
             continue
         return at
-
-
-def _escaped(source: bytes, at: int) -> bool:
-    """Whether the backslash at ``at`` is itself escaped (an odd run of backslashes before)."""
-    run = 0
-    while at - run - 1 >= 0 and source[at - run - 1] == 0x5C:
-        run += 1
-    return run % 2 == 1
 
 
 def _verbatim_at(root: Node, at: int) -> bool:
@@ -277,6 +277,8 @@ def _walk(node: Node, out: _Collector) -> None:
         name = node.child_by_field_name("name")
         if name is not None and runners.changes_what_runs(_text(name)):
             out.not_plain("an assignment that changes what runs", _text(node))
+        elif name is not None and runners.runs_its_value(_text(name)):
+            _hook(node, out)
     elif kind in ("declaration_command", "unset_command"):
         words = [literal(_text(node.children[0]))] + [
             word_of(child) for child in node.children[1:] if child.is_named
@@ -284,6 +286,18 @@ def _walk(node: Node, out: _Collector) -> None:
         out.commands.append(SimpleCommand(tuple(words)))
     for child in node.children:
         _walk(child, out)
+
+
+def _hook(assignment: Node, out: _Collector) -> None:
+    """``GIT_PAGER='less -R'``: a program runs the value as a command, so it is parsed as one."""
+    value = assignment.child_by_field_name("value")
+    if value is None:
+        return
+    word = word_of(value)
+    if word.dynamic:
+        out.not_plain("a command string from an expansion", _text(assignment))
+    else:
+        out.merge(_parse(word.value, depth=out.depth + 1))
 
 
 def _redirected(node: Node, out: _Collector) -> None:
@@ -371,6 +385,9 @@ def _add(words: list[Word], stdin: str | None, out: _Collector) -> None:
     """Add a simple command and, through runners, every command it runs."""
     while words:
         out.commands.append(SimpleCommand(tuple(words)))
+        doubt = doubts.command_doubt(words)
+        if doubt is not None:
+            out.not_plain(*doubt)
         head = words[0]
         if head.dynamic:
             construct = {

@@ -1,15 +1,20 @@
-"""Runners: programs and builtins that run another command, each read by a table of its options.
+"""Runners: programs and builtins that run another command, read by their option tables.
 
 ``timeout -s KILL 5 rm -rf x`` runs ``rm -rf x``; to check it against the rules, the port must
-know that ``-s`` takes a value and that one duration follows the options. Each runner here is
-declared by the options it takes (with or without a value), how many operands come before the
-command it runs, and, for a few, a special reading (``xargs`` takes its arguments from its
-input, ``find -exec`` runs each clause, a shell runs the string after ``-c``, ``watch`` without
-``-x`` runs its words through ``sh -c``).
+know that ``-s`` takes a value and that one duration follows the options. Each runner has a
+table of every option it takes (``options.py``, read as getopt reads them, abbreviations
+included), and a few a special reading here (``xargs`` takes its arguments from its input,
+``find -exec`` runs each clause, a shell runs the string after ``-c``, ``watch`` without ``-x``
+runs its words through ``sh -c``, ``su -c`` runs a string through the user's shell).
 
-An option the table does not know is read as one without a value: a real program refuses an
-unknown option and runs nothing, so that reading can only err toward seeing a command that
-does not run.
+An option a table does not know, or an ambiguous prefix, makes the line not plain: the table
+might be missing an option that takes a value, and reading on would then see the wrong command.
+``OPAQUE`` lists programs that run a command in ways this reading does not unwrap
+(``strace``, ``unshare``, ``runuser``…): they make the line not plain too.
+``tests/tools/test_runners.py`` keeps the tables complete: every program of coreutils,
+util-linux, bsdutils, procps, findutils and debianutils found on the machine is either a runner
+here or declared as running no command, and every runner is run for real with the forms it is
+read in.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .options import SETARCH_ALIASES, SHELLS, TABLE, Read, names, read_options
 from .words import Word, literal
 
-SHELLS = frozenset(["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "yash"])
 # Builtins that run text as commands or define what a later word runs: never plain.
 UNCHECKABLE = {
     "eval": "an eval",
@@ -29,107 +34,63 @@ UNCHECKABLE = {
     "hash": "a builtin that changes what a name runs",  # ``hash -p ./x ls``
     "enable": "a builtin that changes what a name runs",  # ``enable -f ./x.so ls``
 }
-# Variables that change which program a name runs, or what a shell reads before it runs
-# anything: a line that sets one (``PATH=. ls``, ``LD_PRELOAD=x git``) is not plain.
-RUN_CHANGING_VARIABLES = frozenset(
-    ["PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "IFS", "SHELLOPTS"]
+# Programs that run a command (or a shell) in ways this reading does not unwrap: never plain.
+OPAQUE = names(
+    "unshare nsenter setpriv runuser uclampset runcon switch_root scriptlive run-parts "
+    "sulogin agetty getty login newgrp sg strace ltrace gdb valgrind perf catchsegv bwrap "
+    "firejail nsjail systemd-run systemd-nspawn schroot pkexec fakeroot faketime torsocks "
+    "proxychains proxychains4 numactl cpulimit chpst softlimit setuidgid envdir unbuffer "
+    "expect parallel sem chronic ifne dbus-run-session xvfb-run tmux screen"
 )
+# Variables that change which program a name runs, what a shell reads or expands before or
+# while it runs anything: a line that sets one (``PATH=. ls``, ``LD_PRELOAD=x git``,
+# ``PS4='$(…)' bash -x``, ``BASH_FUNC_ls%%=…``) is not plain.
+RUN_CHANGING_VARIABLES = names(
+    "PATH IFS BASH_ENV ENV SHELLOPTS BASHOPTS SHELL PS0 PS1 PS2 PS3 PS4 PROMPT_COMMAND "
+    "BASH_CMDS BASH_ALIASES BASH_LOADABLES_PATH EXECIGNORE NODE_OPTIONS PERL5OPT "
+    "PYTHONSTARTUP PYTHONPATH RUBYOPT GCONV_PATH GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT "
+    "GIT_CONFIG_GLOBAL GIT_CONFIG_SYSTEM GIT_EXEC_PATH GIT_TEMPLATE_DIR"
+)
+_RUN_CHANGING_PREFIXES = ("LD_", "BASH_FUNC_", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+# Variables whose value a program runs as a command (``GIT_PAGER=cat git log`` runs ``cat``):
+# the value is read as a command string of the line, its commands checked as the line's own.
+HOOK_VARIABLES = names(
+    "PAGER EDITOR VISUAL BROWSER GIT_SSH GIT_EXTERNAL_DIFF LESSOPEN LESSCLOSE MANPAGER "
+    "SUDO_ASKPASS SSH_ASKPASS"
+)
+_HOOK_SUFFIXES = ("_COMMAND", "_PAGER", "_EDITOR", "_ASKPASS")
 # Shell flags that read startup files (where aliases and functions hide) before the command.
 _STARTUP_FLAGS = frozenset(["-i", "-l", "--login", "--rcfile", "--init-file"])
 
 
+def _variable(assignment: str) -> str:
+    return assignment.split("=", 1)[0].removesuffix("+").split("[", 1)[0]
+
+
 def changes_what_runs(assignment: str) -> bool:
-    """Whether ``NAME=VALUE`` sets one of ``RUN_CHANGING_VARIABLES`` (``+=`` too)."""
-    name = assignment.split("=", 1)[0].removesuffix("+")
-    return name in RUN_CHANGING_VARIABLES
+    """Whether ``NAME=VALUE`` (``NAME+=``, ``NAME[…]=`` too) sets a variable that changes what
+    runs: one of ``RUN_CHANGING_VARIABLES``, any ``LD_…``, ``BASH_FUNC_…`` (a function a bash
+    imports) or ``GIT_CONFIG_KEY_…``/``GIT_CONFIG_VALUE_…`` (git configuration, aliases and
+    hooks included)."""
+    name = _variable(assignment)
+    return name in RUN_CHANGING_VARIABLES or name.startswith(_RUN_CHANGING_PREFIXES)
 
 
-@dataclass(frozen=True)
-class Options:
-    """How a runner's options read: short letters with and without a value, long names that
-    take their value in the next word (``--signal KILL``; ``--signal=KILL`` always works)."""
-
-    short_valued: str = ""
-    short_optional: str = ""  # a value only when attached: ``xargs -i{}``, ``-l5``
-    long_valued: frozenset[str] = frozenset()
-    operands: int = 0  # words after the options and before the command (timeout's duration)
-    assignments: bool = False  # NAME=VALUE words before the command (env, sudo)
-    stop_at_operand: bool = True  # the first word that is not an option ends them
+def runs_its_value(assignment: str) -> bool:
+    """Whether a program runs ``NAME``'s value as a command: ``HOOK_VARIABLES``, and any
+    ``…_COMMAND``, ``…_PAGER``, ``…_EDITOR``, ``…_ASKPASS`` (``GIT_SSH_COMMAND``)."""
+    name = _variable(assignment)
+    return name in HOOK_VARIABLES or name.endswith(_HOOK_SUFFIXES)
 
 
-def _long(*names: str) -> frozenset[str]:
-    return frozenset(names)
-
-
-TABLE: dict[str, Options] = {
-    "env": Options(
-        short_valued="uCS",
-        long_valued=_long("--unset", "--chdir", "--split-string"),
-        assignments=True,
-    ),
-    "timeout": Options(
-        short_valued="sk", long_valued=_long("--signal", "--kill-after"), operands=1
-    ),
-    "nice": Options(short_valued="n", long_valued=_long("--adjustment")),
-    "ionice": Options(
-        short_valued="cnpPu",
-        long_valued=_long("--class", "--classdata", "--pid", "--pgid", "--uid"),
-    ),
-    "nohup": Options(),
-    "stdbuf": Options(short_valued="ioe", long_valued=_long("--input", "--output", "--error")),
-    "time": Options(short_valued="fo", long_valued=_long("--format", "--output")),
-    "command": Options(),
-    "builtin": Options(),
-    "exec": Options(short_valued="a"),
-    "sudo": Options(
-        short_valued="CDghpRrTtUu",
-        long_valued=_long(
-            "--chdir",
-            "--chroot",
-            "--close-from",
-            "--group",
-            "--host",
-            "--prompt",
-            "--role",
-            "--type",
-            "--command-timeout",
-            "--other-user",
-            "--user",
-        ),
-        assignments=True,
-    ),
-    "doas": Options(short_valued="uC"),
-    "xargs": Options(
-        short_valued="adEILnPs",
-        short_optional="iel",
-        long_valued=_long(
-            "--arg-file",
-            "--delimiter",
-            "--max-args",
-            "--max-procs",
-            "--max-chars",
-            "--process-slot-var",
-        ),
-    ),
-    "watch": Options(short_valued="n", long_valued=_long("--interval")),
-    "flock": Options(
-        short_valued="Ewc",
-        long_valued=_long("--conflict-exit-code", "--timeout", "--command"),
-        operands=1,
-    ),
-    "setsid": Options(),
-    "chroot": Options(long_valued=_long("--userspec", "--groups"), operands=1),
-    "coproc": Options(),
-    "busybox": Options(),
-}
 # Read by their own scan, not by an option table (their operands may come from an expansion).
-OWN_SCAN = frozenset(["find", "su", "trap"])
-for _shell in SHELLS:
-    TABLE[_shell] = Options(short_valued="oO", long_valued=_long("--rcfile", "--init-file"))
+OWN_SCAN = frozenset(["find", "trap"])
+# Operands before the command, unless an option says the operands are process ids.
+_PID_OPTIONS = frozenset(["-p", "--pid", "-a", "--all-tasks", "-m", "--max"])
 
 
 def is_runner(program: str) -> bool:
-    return program in TABLE or program in OWN_SCAN
+    return program in TABLE or program in OWN_SCAN or program in OPAQUE
 
 
 @dataclass
@@ -143,101 +104,27 @@ class Unwrapped:
     unplain: tuple[str, str] | None = None  # (construct, the words that show it)
 
 
-@dataclass
-class _Read:
-    """A runner's words read by its table: options seen (short letters and long names, with
-    their values), operands, and where the command begins."""
-
-    flags: dict[str, str | None]
-    operands: list[Word]
-    rest: list[Word]
-    unknown: Word | None = None  # a dynamic word where an option or the command must be
-    assigned: list[Word] = field(default_factory=list)  # NAME=VALUE words (env, sudo)
-    dynamic: set[str] = field(default_factory=set)  # options whose value is an expansion
-
-
-def read_options(words: Sequence[Word], table: Options) -> _Read:
-    """Read ``words`` (after the runner's name) by ``table``."""
-    flags: dict[str, str | None] = {}
-    from_expansion: set[str] = set()
-    operands: list[Word] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word.dynamic:
-            return _Read(flags, operands, list(words[i:]), unknown=word, dynamic=from_expansion)
-        text = word.value
-        if text == "--":
-            i += 1
-            break
-        if text.startswith("--") and len(text) > 2:
-            name, eq, value = text.partition("=")
-            if eq:
-                flags[name] = value
-            elif name in table.long_valued and i + 1 < len(words):
-                flags[name] = words[i + 1].value
-                if words[i + 1].dynamic:
-                    from_expansion.add(name)
-                i += 1
-            else:
-                flags[name] = None
-            i += 1
-            continue
-        if text.startswith("-") and len(text) > 1:
-            i += _short_cluster(text[1:], words, i, table, flags, from_expansion)
-            continue
-        break
-    rest = list(words[i:])
-    while len(operands) < table.operands and rest:
-        if rest[0].dynamic:
-            return _Read(flags, operands, rest, unknown=rest[0], dynamic=from_expansion)
-        operands.append(rest.pop(0))
-    assigned: list[Word] = []
-    if table.assignments:
-        while rest and not rest[0].dynamic and _is_assignment(rest[0].value):
-            assigned.append(rest.pop(0))
-    return _Read(flags, operands, rest, assigned=assigned, dynamic=from_expansion)
-
-
-def _short_cluster(
-    letters: str,
-    words: Sequence[Word],
-    at: int,
-    table: Options,
-    flags: dict[str, str | None],
-    from_expansion: set[str],
-) -> int:
-    """Read ``-abc`` (``letters`` without the dash); the number of words it took."""
-    for pos, letter in enumerate(letters):
-        attached = letters[pos + 1 :]
-        if letter in table.short_valued:
-            if attached:
-                flags["-" + letter] = attached
-                return 1
-            flags["-" + letter] = words[at + 1].value if at + 1 < len(words) else None
-            if at + 1 < len(words) and words[at + 1].dynamic:
-                from_expansion.add("-" + letter)
-            return 2
-        if letter in table.short_optional:
-            flags["-" + letter] = attached or None
-            return 1
-        flags["-" + letter] = None
-    return 1
-
-
-def _is_assignment(text: str) -> bool:
-    name, eq, _ = text.partition("=")
-    return bool(eq) and name.replace("_", "a").isalnum() and not name[:1].isdigit()
-
-
 def unwrap(program: str, words: Sequence[Word], *, stdin: str | None) -> Unwrapped:
     """What the runner ``program`` runs, given its words after its name. ``stdin`` is the text
     a here-document or here-string feeds it (a shell reads it as its script)."""
     out = Unwrapped()
-    if program in OWN_SCAN:
-        _SPECIAL[program](program, _Read({}, [], list(words)), words, stdin, out)
+    if program in OPAQUE:
+        out.unplain = ("a program that runs a command this reading does not unwrap", program)
         return out
+    if program in OWN_SCAN:
+        _SPECIAL[program](program, Read({}, [], list(words)), words, stdin, out)
+        return out
+    words = list(words)
+    if program == "env" and words and not words[0].dynamic and words[0].value == "-":
+        words[0] = literal("-i")  # ``env -`` is ``env -i``
+    if program == "setarch" and words and not words[0].dynamic and words[0].value[:1] != "-":
+        words = words[1:]  # ``setarch ARCH [options] [program…]``: the architecture first
+    if program == "su":
+        words = [literal("-l") if not w.dynamic and w.value == "-" else w for w in words]
     read = read_options(words, TABLE[program])
+    if read.bad is not None:
+        out.unplain = read.bad
+        return out
     if read.unknown is not None:
         runs_a_string = program in SHELLS and "-c" in read.flags
         construct = "a command string" if runs_a_string else "a command word"
@@ -246,6 +133,9 @@ def unwrap(program: str, words: Sequence[Word], *, stdin: str | None) -> Unwrapp
     changing = next((w for w in read.assigned if changes_what_runs(w.value)), None)
     if changing is not None:
         out.unplain = ("an assignment that changes what runs", changing.source)
+    for hook in read.assigned:
+        if runs_its_value(hook.value):
+            out.scripts.append(hook.value.split("=", 1)[1])
     special = _SPECIAL.get(program)
     if special is not None:
         special(program, read, words, stdin, out)
@@ -254,27 +144,31 @@ def unwrap(program: str, words: Sequence[Word], *, stdin: str | None) -> Unwrapp
     return out
 
 
-def _env(_program: str, read: _Read, _words: Sequence[Word], _stdin: str | None, out: Unwrapped):
+def _env(_program: str, read: Read, _words: Sequence[Word], _stdin: str | None, out: Unwrapped):
     split = read.flags.get("-S", read.flags.get("--split-string"))
     if read.dynamic & {"-S", "--split-string"}:
         out.unplain = ("a command string from an expansion", "env -S")
         return
     if split is not None:
-        # ``env -S 'rm -rf x'`` splits the string into words and runs them (then the rest).
+        # ``env -S 'rm -rf x'`` splits the string into words that stand where it stood, options
+        # included (``env -S '-i rm x'``): read as ``env WORDS REST``. Its escapes (``\\_``)
+        # and ``${VAR}`` follow rules of their own: a string with either is not plain.
+        if "\\" in split or "$" in split:
+            out.unplain = ("an env -S string read by rules of its own", split)
         rest = " ".join(w.source for w in read.rest)
-        out.scripts.append(f"{split} {rest}".strip())
+        out.scripts.append(f"env {split} {rest}".strip())
     elif read.rest:
         out.commands.append(read.rest)
 
 
-def _command(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
+def _command(_program: str, read: Read, _words, _stdin, out: Unwrapped):
     if "-v" in read.flags or "-V" in read.flags:
         return  # ``command -v rm`` only says where rm is
     if read.rest:
         out.commands.append(read.rest)
 
 
-def _xargs(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
+def _xargs(_program: str, read: Read, _words, _stdin, out: Unwrapped):
     """``xargs`` runs its command (``echo`` when none) with arguments read from its input: they
     are unknown, after the command's last word or, with ``-I R``, from the first ``R`` on."""
     replace = read.flags.get("-I")
@@ -296,7 +190,7 @@ def _placeholder_cut(words: list[Word], placeholder: str | None) -> list[Word]:
     return [*words, Word("", "", "expansion")]
 
 
-def _find(_program: str, _read: _Read, words: Sequence[Word], _stdin, out: Unwrapped):
+def _find(_program: str, _read: Read, words: Sequence[Word], _stdin, out: Unwrapped):
     """Each ``-exec``/``-execdir``/``-ok``/``-okdir`` clause runs its words up to ``;`` or
     ``+``, with ``{}`` standing for each path found."""
     i = 0
@@ -312,7 +206,7 @@ def _find(_program: str, _read: _Read, words: Sequence[Word], _stdin, out: Unwra
         i += 1
 
 
-def _shell(program: str, read: _Read, _words, stdin: str | None, out: Unwrapped):
+def _shell(program: str, read: Read, _words, stdin: str | None, out: Unwrapped):
     """``sh -c STRING``: the string is parsed in turn; ``sh FILE`` runs a script no rule sees;
     ``sh`` alone (or ``-s``) reads its commands from its input. An interactive or login shell
     reads startup files first (aliases, functions): what it runs is not plain."""
@@ -338,7 +232,7 @@ def _shell(program: str, read: _Read, _words, stdin: str | None, out: Unwrapped)
         out.unplain = ("a shell reading commands from its input", program)
 
 
-def _watch(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
+def _watch(_program: str, read: Read, _words, _stdin, out: Unwrapped):
     """``watch CMD…`` runs its words joined by spaces through ``sh -c``; with ``-x`` directly."""
     if not read.rest:
         return
@@ -350,7 +244,7 @@ def _watch(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
         out.scripts.append(" ".join(w.value for w in read.rest))
 
 
-def _flock(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
+def _flock(_program: str, read: Read, _words, _stdin, out: Unwrapped):
     """``flock [options] FILE CMD…`` or ``flock [options] FILE -c STRING`` (``-c`` may also
     come before the file); ``flock [options] FD`` runs nothing."""
     string = read.flags.get("-c", read.flags.get("--command"))
@@ -371,24 +265,63 @@ def _flock(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
         out.commands.append(rest)
 
 
-def _su(_program: str, _read: _Read, words: Sequence[Word], _stdin, out: Unwrapped):
-    """``su [USER] -c STRING`` runs the string through the user's shell (options may follow
-    the user's name); without ``-c``, an interactive shell."""
-    for at, word in enumerate(words):
-        if word.dynamic:
-            continue
-        name, eq, value = word.value.partition("=")
-        if eq and name == "--command":
-            out.scripts.append(value)
-        elif word.value in ("-c", "--command") and at + 1 < len(words):
-            nxt = words[at + 1]
-            if nxt.dynamic:
-                out.unplain = ("a command string from an expansion", nxt.source)
-            else:
-                out.scripts.append(nxt.value)
+def _su(program: str, read: Read, _words, _stdin, out: Unwrapped):
+    """``su [options] [-] [USER [ARG…]]``, options anywhere: ``-c STRING`` runs the string
+    through the user's shell; a shell chosen by ``-s``, arguments passed to the shell without
+    ``-c``, or an interactive shell reading its input are not plain."""
+    if "-s" in read.flags or "--shell" in read.flags:
+        out.unplain = ("a shell chosen by an option", f"{program} -s")
+        return
+    if _string_from_expansion(read, "-c", "--command", "--session-command"):
+        out.unplain = ("a command string from an expansion", f"{program} -c")
+        return
+    string = _first_flag(read, "-c", "--command", "--session-command")
+    if string is not None:
+        out.scripts.append(string)
+    elif len(read.rest) > 1:
+        out.unplain = ("arguments passed to the user's shell", program)
+    else:
+        out.unplain = ("a shell reading commands from its input", program)
 
 
-def _trap(_program: str, _read: _Read, words: Sequence[Word], _stdin, out: Unwrapped):
+def _script(program: str, read: Read, _words, _stdin, out: Unwrapped):
+    """``script -c STRING [FILE]`` runs the string through ``$SHELL -c``; without ``-c``, an
+    interactive shell reading its input."""
+    if _string_from_expansion(read, "-c", "--command"):
+        out.unplain = ("a command string from an expansion", f"{program} -c")
+        return
+    string = _first_flag(read, "-c", "--command")
+    if string is not None:
+        out.scripts.append(string)
+    else:
+        out.unplain = ("a shell reading commands from its input", program)
+
+
+def _shell_if_none(program: str, read: Read, _words, _stdin, out: Unwrapped):
+    """``chroot DIR``, ``setarch ARCH``: without a command they start a shell, which reads its
+    input."""
+    if read.rest:
+        out.commands.append(read.rest)
+    else:
+        out.unplain = ("a shell reading commands from its input", program)
+
+
+def _unless_pid(_program: str, read: Read, _words, _stdin, out: Unwrapped):
+    """``taskset``, ``chrt``, ``choom``, ``ionice``: with ``-p`` (``chrt -m``) they act on
+    running processes and run nothing."""
+    if read.rest and not (set(read.flags) & _PID_OPTIONS):
+        out.commands.append(read.rest)
+
+
+def _first_flag(read: Read, *names: str) -> str | None:
+    return next((read.flags[n] for n in names if read.flags.get(n) is not None), None)
+
+
+def _string_from_expansion(read: Read, *names: str) -> bool:
+    return bool(read.dynamic & set(names))
+
+
+def _trap(_program: str, _read: Read, words: Sequence[Word], _stdin, out: Unwrapped):
     """``trap 'CMD' SIGNAL…`` runs CMD later; ``trap - SIGNAL``, ``trap SIGNAL`` and ``trap
     -l``/``-p`` run nothing."""
     rest = list(words)
@@ -402,7 +335,7 @@ def _trap(_program: str, _read: _Read, words: Sequence[Word], _stdin, out: Unwra
         out.scripts.append(rest[0].value)
 
 
-def _coproc(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
+def _coproc(_program: str, read: Read, _words, _stdin, out: Unwrapped):
     # ``coproc NAME { …; }`` is a compound command the grammar does not read; the simple
     # form's command is still checked.
     out.unplain = ("a coprocess", "coproc")
@@ -411,6 +344,14 @@ def _coproc(_program: str, read: _Read, _words, _stdin, out: Unwrapped):
 
 
 _SPECIAL = {
+    "script": _script,
+    "chroot": _shell_if_none,
+    "setarch": _shell_if_none,
+    **{alias: _shell_if_none for alias in SETARCH_ALIASES},
+    "taskset": _unless_pid,
+    "chrt": _unless_pid,
+    "choom": _unless_pid,
+    "ionice": _unless_pid,
     "env": _env,
     "command": _command,
     "xargs": _xargs,

@@ -127,10 +127,24 @@ def _collect(node: Node, parts: list[str], skeleton: list[str]) -> str | None:
 
 
 def _double_quoted(node: Node, parts: list[str], skeleton: list[str]) -> str | None:
+    own = node.text or b""
+    end = node.start_byte
     for child in node.children:
+        if child.start_byte > end:  # text the grammar keeps in no node (``" "``: blanks only)
+            gap = own[end - node.start_byte : child.start_byte - node.start_byte]
+            parts.append(_double_quoted_text(gap.decode("utf-8", "replace")))
+        end = child.end_byte
         if child.type == "string":  # ``$"…"`` holds a string
             return _double_quoted(child, parts, skeleton)
-        if child.type in ('"', "$"):
+        if child.type == '"':
+            # The grammar puts blanks before the closing quote into its token (``" "``).
+            blanks = (child.text or b'"').decode("utf-8", "replace").replace('"', "", 1)
+            if blanks:
+                parts.append(blanks)
+            continue
+        if child.type == "$":  # a lone ``$`` in a string (``"$"``, ``" $"``) is itself
+            if node.type != "translated_string":  # its token holds the blanks before it
+                parts.append(_double_quoted_text((child.text or b"$").decode("utf-8", "replace")))
             continue
         if child.type == "string_content":
             parts.append(_double_quoted_text(_text(child)))
@@ -264,3 +278,11 @@ def node_text(node: Node) -> str:
     text = node.text.decode("utf-8", "replace")
     table = getattr(_back, "table", None)
     return text.translate(table) if table else text
+
+
+def escaped(source: bytes, at: int) -> bool:
+    """Whether the backslash at ``at`` is itself escaped (an odd run of backslashes before)."""
+    run = 0
+    while at - run - 1 >= 0 and source[at - run - 1] == 0x5C:
+        run += 1
+    return run % 2 == 1
