@@ -11,7 +11,7 @@ percentile of its samples, taken in turns with the baseline's.
 Rows are a table of benches (``BENCHES``): each takes the table, the runs and a scratch folder
 and adds its rows. Add a bench by appending one. Each lives in a module of its own beside this
 script (``execution_capture``, ``execution_pickup`` with ``execution_pickup_baselines``,
-``execution_settle``, ``execution_grep``; what they share in ``execution_setup`` and
+``execution_settle``, ``execution_grep``, ``execution_parse``; what they share in ``execution_setup`` and
 ``execution_workers``); this script parses the command line, runs them and is the entry point
 of every child process they start.
 
@@ -35,6 +35,8 @@ of every child process they start.
   1,000th response event, with the CPU the processes and PostgreSQL used meanwhile. Baseline:
   as many raw psycopg ``INSERT`` + ``DELETE`` transactions (bench/core.py's ``RawEvents``).
 - ``grep`` over a generated 50,000-file workspace against ``grep -rnE``. Django, no database.
+- Reading hostile command lines (``execution_parse``): a 64 KiB line with 64 continuations, and
+  a message of eight, against one raw tree-sitter parse of the same text. No database.
 - The command sandbox (``TOOLCORE_SANDBOX``, tools/sandbox.py): the pickup latency with a worker
   process of ``bwrap`` against one of ``off``, in turns, beside its floor (the command's own
   start in the sandbox against ``/bin/sh -c``); the 256 MiB capture in the sandbox against
@@ -71,6 +73,7 @@ from execution_capture import (  # noqa: E402
     capture_child,
 )
 from execution_grep import bench_grep  # noqa: E402
+from execution_parse import bench_parse  # noqa: E402
 from execution_pickup import bench_pickup, bench_pickup_sandboxed  # noqa: E402
 from execution_pickup_baselines import floor_child, listen_child  # noqa: E402
 from execution_settle import bench_claim_run_settle  # noqa: E402
@@ -86,6 +89,7 @@ BENCHES: list[Callable[[Table, int, Path], None]] = [
     bench_pickup_sandboxed,
     bench_claim_run_settle,
     bench_grep,
+    bench_parse,
 ]
 
 

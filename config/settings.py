@@ -353,6 +353,9 @@ for _hidden in TOOLCORE_SANDBOX_HIDE:
         _refuse("TOOLCORE_SANDBOX_HIDE", f"lists absolute paths other than /, not {str(_hidden)!r}")
 # Seconds an MCP server has to answer one tool call (docs/mcp.md); then it is told to stop.
 TOOLCORE_MCP_CALL_TIMEOUT = _env_int("TOOLCORE_MCP_CALL_TIMEOUT", 60, minimum=1)
+# An MCP server's URL that resolves to a loopback, link-local or unspecified address (the host's
+# own services, a cloud's metadata endpoint) is refused unless this is on (docs/mcp.md).
+TOOLCORE_MCP_ALLOW_PRIVATE = _env_bool("TOOLCORE_MCP_ALLOW_PRIVATE", False)
 TOOLCORE_MAX_BODY = _env_int("TOOLCORE_MAX_BODY", 1024 * 1024, minimum=1)
 # Unset keeps everything; a negative age would make `purge` delete every ended conversation.
 TOOLCORE_RETENTION_DAYS = _env_int("TOOLCORE_RETENTION_DAYS", None, minimum=1)
@@ -375,9 +378,16 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLCORE_MAX_BODY
 # (REST and websocket handshakes), from one client address, each within
 # TOOLCORE_LOCKOUT_MINUTES of the one before, lock that address out of that kind of check for
 # TOOLCORE_LOCKOUT_MINUTES. Logins are counted in the database by django-axes; token checks
-# in the "throttle" cache (Redis with REDIS_URL, else this process's memory; docs/decisions.md).
+# in the "throttle" cache (Redis with REDIS_URL, else files in DATA_DIR/throttle shared by the
+# host's processes; docs/decisions.md).
 TOOLCORE_LOCKOUT_FAILURES = _env_int("TOOLCORE_LOCKOUT_FAILURES", 5, minimum=1)
 TOOLCORE_LOCKOUT_MINUTES = _env_int("TOOLCORE_LOCKOUT_MINUTES", 15, minimum=1)
+# Bytes of command lines the shell grammar may read for one user in a minute, over all their
+# messages and typed commands (a line answered from the parse cache costs nothing): more is 429
+# until the minute ends (docs/security.md, "What reading commands may cost").
+TOOLCORE_PARSE_BYTES_PER_MINUTE = _env_int(
+    "TOOLCORE_PARSE_BYTES_PER_MINUTE", 4 * 1024 * 1024, minimum=64 * 1024
+)
 # "address": a locked address may not log in as anyone (the default: a password guesser cannot
 # move on to the next user); "address_username": only the username that failed is locked at
 # that address (for many people behind one NAT address).
@@ -399,7 +409,13 @@ CACHES = {
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
         if REDIS_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
+        # Without Redis, files under DATA_DIR: every process of the host shares them, so
+        # ``manage.py throttle_reset`` reaches the server's counts (docs/decisions.md).
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(DATA_DIR / "throttle"),
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
+        }
     ),
 }
 AUTHENTICATION_BACKENDS = [

@@ -52,8 +52,8 @@ class CsrfFailed(DomainError):
 
 
 class Throttled(DomainError):
-    """Too many failed credential checks from the client's address: refused for
-    ``retry_after`` seconds (``Retry-After``), whatever the request."""
+    """Too many failed credential checks from the client's address, or too much command
+    reading by one user: refused for ``retry_after`` seconds (``Retry-After``)."""
 
     status, code = 429, "throttled"
 

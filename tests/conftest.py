@@ -89,7 +89,8 @@ def _clean_channel_layer(settings):
 @pytest.fixture(autouse=True)
 def _no_failed_credentials(settings):
     """Each test starts with no failed token check counted: the throttle's cache outlives a
-    test (this process's memory, or Redis; failed logins are rows, rolled back with the test).
+    test (files of this worker's own, or Redis; failed logins are rows, rolled back with the
+    test).
     Emptied before the test, while the cache is the configured one (a test may replace it).
     """
     cache = caches[settings.THROTTLE_CACHE]

@@ -32,6 +32,10 @@ REDIS_ROLES = ("suite", "sites", "hosts", "browser")
 MAX_WORKERS = REDIS_DATABASES // len(REDIS_ROLES)
 BASE_REDIS_URL = "TOOLCORE_TEST_REDIS_URL"
 METRICS_OWNER = "TOOLCORE_TEST_METRICS_WORKER"
+# Without Redis, the throttle's counts are files (config/settings.py): a folder per worker,
+# inherited by the processes it starts (``manage.py throttle_reset`` reaches its counts).
+THROTTLE_FOLDER = "TOOLCORE_TEST_THROTTLE_DIR"
+THROTTLE_OWNER = "TOOLCORE_TEST_THROTTLE_WORKER"
 
 
 def worker_id() -> str:
@@ -69,7 +73,8 @@ def own_redis_database(role: str, url: str | None = None) -> str:
 
 def own_suite_environment() -> None:
     """Called by the test settings before ``config.settings`` reads the environment: this
-    process's ``REDIS_URL`` on its own database, and a metrics folder of its own.
+    process's ``REDIS_URL`` on its own database, and a metrics folder and a throttle folder of
+    its own.
 
     A process the suite starts with the test settings inherits both and keeps them (it is the
     same worker's); a ``REDIS_URL`` a test chose for such a process is left as it is."""
@@ -84,3 +89,7 @@ def own_suite_environment() -> None:
         os.environ["TOOLCORE_METRICS_DIR"] = tempfile.mkdtemp(prefix="toolcore-test-metrics-")
         os.environ[METRICS_OWNER] = worker_id()
         atexit.register(shutil.rmtree, os.environ["TOOLCORE_METRICS_DIR"], ignore_errors=True)
+    if THROTTLE_FOLDER not in os.environ or os.environ.get(THROTTLE_OWNER) != worker_id():
+        os.environ[THROTTLE_FOLDER] = tempfile.mkdtemp(prefix="toolcore-test-throttle-")
+        os.environ[THROTTLE_OWNER] = worker_id()
+        atexit.register(shutil.rmtree, os.environ[THROTTLE_FOLDER], ignore_errors=True)

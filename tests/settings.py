@@ -7,7 +7,7 @@ deployment does, so the suite runs the same checks a server runs at start.
 
 import os
 
-from tests.isolation import own_suite_environment
+from tests.isolation import THROTTLE_FOLDER, own_suite_environment
 
 os.environ.setdefault("SECRET_KEY", "test-only-secret-" + "x" * 32)
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
@@ -17,6 +17,9 @@ os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
 # (each test starts with no failure counted, tests/conftest.py), and the lockout stays on.
 # tests/security/test_lockout.py sets a small limit and checks the lockout and its reset.
 os.environ.setdefault("TOOLCORE_LOCKOUT_FAILURES", "1000")
+# The suite's MCP test servers listen on 127.0.0.1, an address refused to MCP servers by
+# default; tests/mcp/test_client_catalog.py turns the refusal back on to check it.
+os.environ.setdefault("TOOLCORE_MCP_ALLOW_PRIVATE", "on")
 # This process's own Redis databases and metrics folder (one each per xdist worker), chosen
 # before config.settings reads the environment: tests/isolation.py.
 own_suite_environment()
@@ -29,6 +32,9 @@ DATABASE_CHECK_AT_START = False
 # No worker inside the test process (config.asgi starts TOOLCORE_WORKERS of them): tests that
 # run calls start their own.
 TOOLCORE_WORKERS = 0
+# Without Redis the throttle counts in files: this worker's own folder (tests/isolation.py).
+if not REDIS_URL:  # noqa: F405
+    CACHES[THROTTLE_CACHE]["LOCATION"] = os.environ[THROTTLE_FOLDER]  # noqa: F405
 # The in-memory layer made as strict as Redis: every message must survive JSON (tests/layers.py).
 if not REDIS_URL:  # noqa: F405
     CHANNEL_LAYERS = {

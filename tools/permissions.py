@@ -98,6 +98,13 @@ def rule_subject(spec: ToolSpec, arguments: Any, workspace: Path | None) -> str:
     return path_subject(workspace, subject)  # PathRefused when it cannot be resolved
 
 
+def command_of(tool: ToolSpec | str, arguments: Any) -> str | None:
+    """The command line a call's rules read (``bash``'s, a host tool's string ``command``);
+    None when its subject is no command."""
+    spec = tool if isinstance(tool, ToolSpec) else tool_spec(tool)
+    return spec.subject_of(arguments) if spec.subject_is_command(arguments) else None
+
+
 def path_rule_matches(rule: PermissionRule, path: str) -> bool:
     """Whether ``rule`` applies to the resolved ``path`` of a path tool."""
     return rule.pattern == "" or fnmatch.fnmatchcase(path, rule.pattern)

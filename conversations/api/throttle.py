@@ -6,8 +6,9 @@ Two counters per address, each locking the address out of its own kind of check:
   database (its ``AccessAttempt`` rows; settings ``AXES_*``) and refuses a locked address before
   the password is checked. ``login_unlock_at`` says when its lockout ends, for the page.
 - **failed bearer-token checks** on the REST API and on websocket handshakes: counted here, in
-  the ``throttle`` cache (Redis when ``REDIS_URL`` is set, so every process shares it; this
-  process's memory otherwise). A token that authenticates costs nothing here: only a refused
+  the ``throttle`` cache (Redis when ``REDIS_URL`` is set, so every process shares it; files
+  under ``DATA_DIR/throttle`` otherwise, which every process of the host shares, the
+  ``throttle_reset`` command included). A token that authenticates costs nothing here: only a refused
   one reads and writes the counter.
 
 Both follow the same rule: ``TOOLCORE_LOCKOUT_FAILURES`` failures, each within

@@ -12,7 +12,7 @@ from projections.units import clean_json, clean_text
 
 from ..errors import CommandConflict, MessageConflict, TurnNotOpen, TurnOpen
 from ..grants import run_commands_require
-from ..models import ConversationEvent, ToolCall, Turn
+from ..models import Conversation, ConversationEvent, ToolCall, Turn
 from ..selectors import call_response, call_responses
 from ..shapes import event_wire, settled_call_wire
 from . import publish
@@ -20,7 +20,7 @@ from ._in_transaction import call_create
 from .activity import next_ordinal
 from .calls import command_call_id, model_call_id
 from .events import conversation_lock, event_append
-from .message_limits import message_check
+from .message_limits import commands_read, message_check
 from .supervision import calls_supervise
 from .turns import turn_create, turn_open_find
 
@@ -56,6 +56,16 @@ def _message_body(event: ConversationEvent) -> dict[str, Any]:
                 }
             )
     return {"event": event_wire(event), "turnId": str(event.turn_id), "toolCalls": calls}
+
+
+def _commands_read(conversation_id: UUID | str, content: list[dict[str, Any]]) -> None:
+    """Read the message's commands before its transaction (``commands_read``), charged to the
+    conversation's owner."""
+    calls = [(b.get("name", ""), b.get("arguments", {})) for _, b in _tool_blocks(content)]
+    if not calls:
+        return
+    owner = Conversation.objects.filter(pk=conversation_id).values_list("owner_id", flat=True)
+    commands_read(owner_id=owner.first(), calls=calls)
 
 
 def _recorded_answer(
@@ -132,6 +142,8 @@ def message_post(
     message_id = clean_text(message_id)
     event_type = E.USER_MESSAGE if role == "user" else E.ASSISTANT_MESSAGE
     message_check(message_id=message_id, event_type=event_type, content=content)
+    if event_type == E.ASSISTANT_MESSAGE:
+        _commands_read(conversation_id, content)
 
     def post() -> Posted:
         with publish.atomic():
@@ -175,6 +187,7 @@ def mcp_call_post(
     message_id = clean_text(message_id)
     event_type = E.ASSISTANT_MESSAGE
     message_check(message_id=message_id, event_type=event_type, content=content)
+    _commands_read(conversation_id, content)
 
     def post() -> Posted:
         with publish.atomic():
@@ -264,6 +277,7 @@ def command_post(
     """
     run_commands_require(user=user, doing="Typing a command")
     input_id, command = clean_text(input_id), clean_text(command)
+    commands_read(owner_id=user.pk, calls=[("bash", {"command": command})])
     with publish.atomic():
         conversation = conversation_lock(conversation_id)
         recorded = Turn.objects.filter(conversation_id=conversation_id, input_id=input_id).first()

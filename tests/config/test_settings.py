@@ -128,7 +128,7 @@ THROTTLE_PROBE = (
 @pytest.mark.parametrize(
     ("env", "printed"),
     [
-        ({}, "LocMemCache throttle 5 900 ['ip_address']"),
+        ({}, "FileBasedCache {data}/throttle 5 900 ['ip_address']"),
         (
             {
                 "REDIS_URL": "redis://cache.example:6379/0",
@@ -142,11 +142,12 @@ THROTTLE_PROBE = (
 )
 def test_the_lockout_settings_and_where_failed_tokens_are_counted(tmp_path, env, printed):
     """5 failures and 15 minutes by default, per address; failed token checks counted in
-    Redis when REDIS_URL is set (shared by every process), else in the process's memory."""
+    Redis when REDIS_URL is set (shared by every process), else in files under DATA_DIR (shared
+    by the host's processes: ``manage.py throttle_reset`` reaches the server's counts)."""
     base = {"SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "toolcore.example.com"}
     result = _settings(tmp_path, probe=THROTTLE_PROBE, **base, **env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == printed
+    assert result.stdout.strip() == printed.format(data=tmp_path)
 
 
 METRICS_PROBE = (

@@ -290,3 +290,152 @@ def test_approving_a_tool_not_annotated_read_only_needs_run_commands(user):
     answer = api.post_json(f"/api/v1/tool-calls/{execute}/resolution", allow)
     assert answer.status_code == 200, answer.content
     assert _state(execute) == "ready"
+
+
+def _staff_who_may_manage_mcp_servers(user):
+    """A staff member with the admin's rights over MCP servers, and not ``tools.run_commands``."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    user.is_staff = True
+    user.save()
+    codes = ["add_mcpserver", "change_mcpserver", "view_mcpserver", "view_mcptool"]
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codes))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_registering_a_stdio_server_in_the_admin_needs_run_commands(user, tmp_path):
+    """Saving a stdio server starts its command (the listing of its tools): a staff member
+    without ``tools.run_commands`` is refused with the reason, nothing saved, nothing run; an
+    HTTP server needs no such permission; with it, the stdio server is saved and listed."""
+    import sys
+
+    client = _staff_who_may_manage_mcp_servers(user)
+    ran = tmp_path / "ran"
+    form = {
+        "name": "sneaky",
+        "transport": "stdio",
+        "command": sys.executable,
+        "arguments_text": f"-c\nopen({str(ran)!r}, 'w')",
+        "enabled": "on",
+        "tools-TOTAL_FORMS": "0",
+        "tools-INITIAL_FORMS": "0",
+    }
+    refused = client.post("/admin/tools/mcpserver/add/", form)
+    assert refused.status_code == 200  # the form again, with its error
+    assert (
+        "runs its command: it needs the permission tools.run_commands" in refused.content.decode()
+    )
+    assert not McpServer.objects.filter(name="sneaky").exists()
+    assert not ran.exists()
+
+    existing = mcp_server_save(name="time", transport="stdio", command=TIME[0], arguments=TIME[1:])
+    change = client.post(
+        "/admin/tools/mcpserver/",
+        {"action": "refresh_tools", "_selected_action": [existing.pk]},
+        follow=True,
+    )
+    assert "MCP server time: Registering or changing a stdio MCP server" in change.content.decode()
+    assert not McpTool.objects.filter(server=existing).exists()  # never listed: never run
+
+    grant_run_commands(user)
+    saved = client.post("/admin/tools/mcpserver/add/", {**form, "name": "allowed"}, follow=True)
+    assert saved.status_code == 200
+    assert McpServer.objects.filter(name="allowed").exists()
+    assert ran.exists()  # with the permission, saving ran its command (it lists nothing)
+
+
+@pytest.fixture
+def private_refused(settings):
+    settings.TOOLCORE_MCP_ALLOW_PRIVATE = False
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:9/mcp", "127.0.0.1"),
+        ("http://127.8.9.10/mcp", "127.8.9.10"),
+        ("http://[::1]:9/mcp", "::1"),
+        ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
+        ("http://[fe80::1]/mcp", "fe80::1"),
+        ("http://0.0.0.0:9/mcp", "0.0.0.0"),
+        ("http://[::ffff:127.0.0.1]/mcp", "::ffff:127.0.0.1"),
+        ("http://localhost:9/mcp", "localhost (127.0.0.1)"),
+    ],
+)
+def test_an_http_server_on_the_host_s_own_addresses_is_refused(private_refused, url, shown):
+    with pytest.raises(CommandError) as refused:
+        call_command("mcp_add", "web", "--url", url)
+    assert f"The URL's host {shown} is a loopback, link-local or unspecified address" in str(
+        refused.value
+    )
+    assert "TOOLCORE_MCP_ALLOW_PRIVATE=on" in str(refused.value)
+    assert not McpServer.objects.filter(name="web").exists()
+
+
+def test_a_team_s_private_network_is_allowed(private_refused):
+    from tools.runtime.mcp.addresses import url_address_check
+
+    for url in ("http://10.0.0.5/mcp", "https://192.168.1.20:8443/mcp", "http://172.16.0.1/"):
+        url_address_check(url)  # no refusal
+
+
+def test_the_address_is_checked_again_at_every_connection(settings, tmp_path):
+    """Registered while allowed, a server on 127.0.0.1 is refused once the setting is off:
+    the refusal is checked at each connection, not only at registration."""
+    from tools.runtime.mcp.services import McpUnavailable, mcp_server_refresh
+
+    with http_tiny_server("s3cret", tmp_path / "record.txt") as url:
+        call_command("mcp_add", "web", "--url", url, "--header", "X-Test-Token=s3cret")
+        server = McpServer.objects.get(name="web")
+        settings.TOOLCORE_MCP_ALLOW_PRIVATE = False
+        with pytest.raises(McpUnavailable, match="is a loopback, link-local or unspecified"):
+            mcp_server_refresh(server=server)
+
+
+def test_what_an_http_url_answered_is_never_repeated(capsys):
+    """A URL that is no MCP server (any internal service): the refusal says what kind of
+    answer it was, never a word of the answer."""
+    import http.server
+    import threading
+
+    secret = "internal-secret-page-1234"
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def _answer(self, status: int) -> None:
+            body = f"<html><body>{secret}</body></html>".encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):  # noqa: N802 - the handler's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._answer(self.server.status)
+
+        do_GET = do_POST  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    for status in (200, 403):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+        server.status = status
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+            with pytest.raises(CommandError) as refused:
+                call_command("mcp_add", f"page{status}", "--url", url)
+        finally:
+            server.shutdown()
+            server.server_close()
+        printed = capsys.readouterr()
+        told = str(refused.value) + printed.out + printed.err
+        assert "could not list its tools" in told
+        assert secret not in told and "<html>" not in told
+        stored = McpServer.objects.get(name=f"page{status}").tools_error
+        assert stored and secret not in stored and "<html>" not in stored

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -153,6 +156,35 @@ def test_failed_tokens_lock_the_address_out_with_429_json_and_retry_after(user, 
     assert_error(Client(REMOTE_ADDR="10.0.0.3").get(url), 401, "unauthorized")
 
     call_command("throttle_reset", "127.0.0.1")
+    assert_error(bad.get(url), 401, "unauthorized")
+
+
+@pytest.mark.django_db
+def test_without_redis_another_process_lifts_the_token_lock(settings, limit):
+    """Without Redis the counts are files every process of the host shares: the reset run in
+    a process of its own (as ``manage.py throttle_reset`` is) lifts the lock this one counted."""
+    if settings.REDIS_URL:
+        pytest.skip("with REDIS_URL the counts are in Redis (the test above resets them)")
+    url = f"{API}/conversations"
+    bad = Client(HTTP_AUTHORIZATION=f"Bearer {BAD_TOKEN}")
+    for _ in range(LIMIT - 1):
+        assert_error(bad.get(url), 401, "unauthorized")
+    assert_error(bad.get(url), 429, "throttled")
+    reset = (
+        "import django; django.setup(); from conversations.api.throttle import token_reset; "
+        "print(token_reset('127.0.0.1'))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", reset],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"  # it found the lock this process counted
     assert_error(bad.get(url), 401, "unauthorized")
 
 

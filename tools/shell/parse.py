@@ -19,6 +19,9 @@ and bash may read it apart or bash reads code where it looks like data (``doubts
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -35,6 +38,10 @@ BASH = Language(tree_sitter_bash.language())
 MAX_PARSED_BYTES = 64 * 1024
 # Line continuations joined one at a time, each with a new parse; more than this: not plain.
 MAX_CONTINUATIONS = 64
+# Bytes the grammar may read for one command line, each parse counted whole: the re-parses that
+# join its line continuations and the strings its shells run included (a 64 KiB line joined 64
+# times is 4 MiB of parsing, about 1.4 s). More is not plain, and is not read on.
+MAX_PARSE_WORK_BYTES = 512 * 1024
 # Strings run by shells inside strings run by shells…: deeper than this is not plain.
 MAX_DEPTH = 16
 # Levels of the syntax tree (a subshell or a substitution is two or three): a tree deeper than
@@ -125,17 +132,67 @@ class _Collector:
             self.writes = other.writes
 
 
+@dataclass
+class ParseWork:
+    """Bytes the grammar has read since ``parse_work()`` began, each parse counted whole
+    (a line parsed again to join a continuation, a string a shell runs)."""
+
+    bytes: int = 0
+
+
+_meters: ContextVar[tuple[ParseWork, ...]] = ContextVar("parse_meters", default=())
+_line: ContextVar[ParseWork | None] = ContextVar("parse_line", default=None)
+
+
+class _TooMuchWork(Exception):
+    pass
+
+
+@contextmanager
+def parse_work() -> Iterator[ParseWork]:
+    """Count the bytes the grammar reads in this context (this thread) while it lasts: a
+    line answered from the cache costs nothing."""
+    work = ParseWork()
+    token = _meters.set((*_meters.get(), work))
+    try:
+        yield work
+    finally:
+        _meters.reset(token)
+
+
 @lru_cache(maxsize=256)
 def parse_command(command: str) -> CommandLine:
     """The simple commands of ``command``, and whether it is plain."""
+    line = ParseWork()
+    token = _line.set(line)
     try:
         return _parse(command, depth=0)
+    except _TooMuchWork:
+        collector = _Collector(depth=0)
+        collector.not_plain(
+            f"a command line that takes over {MAX_PARSE_WORK_BYTES:,} bytes to read", ""
+        )
+        return _result(collector)
     except RecursionError:
         # Each tree is bounded (MAX_TREE_DEPTH), but strings run by shells nest trees in
         # trees: a line that still runs the walk out of stack is not plain, never a 500.
         collector = _Collector(depth=0)
         collector.not_plain("commands nested too deep to read", "")
         return _result(collector)
+    finally:
+        _line.reset(token)
+
+
+def _read(parser: Parser, source: bytes) -> Tree:
+    """One parse, counted (``parse_work``); over the line's budget, the line is not read on."""
+    line = _line.get()
+    if line is not None:
+        line.bytes += len(source)
+        if line.bytes > MAX_PARSE_WORK_BYTES:
+            raise _TooMuchWork
+    for meter in _meters.get():
+        meter.bytes += len(source)
+    return parser.parse(source)
 
 
 def _parse(command: str, *, depth: int) -> CommandLine:
@@ -203,13 +260,13 @@ def _joined(command: str, collector: _Collector) -> tuple[Tree | None, bytes]:
     new parse, since joining one may change where the next one stands."""
     source = command.encode("utf-8", "surrogatepass")
     parser = _parser()
-    tree = parser.parse(source)
+    tree = _read(parser, source)
     for _ in range(MAX_CONTINUATIONS + 1):
         at = _first_continuation(tree.root_node, source)
         if at is None:
             return tree, source
         source = source[:at] + source[at + 2 :]
-        tree = parser.parse(source)
+        tree = _read(parser, source)
     collector.not_plain(f"more than {MAX_CONTINUATIONS} line continuations", "")
     return None, source
 

@@ -25,6 +25,7 @@ from conversations.errors import Forbidden, ValidationFailed, found
 from conversations.grants import run_commands_require
 from conversations.models import Conversation
 from conversations.services import publish
+from conversations.services.message_limits import commands_read
 from conversations.services.participants import (
     Action,
     PurgeParticipant,
@@ -98,6 +99,7 @@ def launch_create(*, owner: AbstractBaseUser, name: str, command: str, cwd: str 
     run_commands_require(user=owner, doing="Starting a launch")
     name, command, cwd = clean_text(name), clean_text(command), clean_text(cwd)
     launch_cwd(owner.pk, cwd)
+    commands_read(owner_id=owner.pk, calls=[("bash", {"command": command})])  # bounded reading
     # Decided like a command its owner types: the global rules of bash, where only a deny
     # counts (an ask is the owner's own say-so); nothing is written when it is denied.
     decision = evaluate(None, "bash", {"command": command})

@@ -1,6 +1,8 @@
 """The admin of the MCP servers Toolcore is a client of (docs/mcp.md, docs/admin.md).
 
-Staff register a server here (or with ``manage.py mcp_add``). The form writes through the
+Staff register a server here (or with ``manage.py mcp_add``); a stdio server only with the
+permission ``tools.run_commands``, since saving one (and refreshing its tools) starts its
+command. The form writes through the
 services (``mcp_server_save``, ``mcp_server_delete``), and saving lists the server's tools
 (``mcp_server_refresh``), as the action "Refresh tools" does. Secret values (environment
 variables, header values) are write-only: the form takes new ``NAME=value`` lines and names to
@@ -18,6 +20,7 @@ from django.http import HttpRequest
 
 from conversations.admin import ExactSearchMixin, ReadOnlyAdmin, SupportAdmin
 from conversations.errors import ValidationFailed
+from conversations.grants import RUN_COMMANDS, may_run_commands
 from tools.catalog import mcp_tool_name
 from tools.models import McpServer, McpTool
 
@@ -31,6 +34,11 @@ from .services import (
 )
 from .specs import tool_risk
 
+# Saving a stdio server lists its tools, which starts its command: running a command.
+STDIO_NEEDS = (
+    f"Registering or changing a stdio MCP server runs its command: it needs the permission "
+    f"{RUN_COMMANDS}."
+)
 _SECRET_HELP = (
     "One NAME=value a line, set or replaced; the others are kept. Values are stored sealed and "
     "never shown again."
@@ -88,8 +96,13 @@ class McpServerForm(forms.ModelForm):
         self.fields["remove_environment"].choices = [(n, n) for n in sorted(server.environment)]
         self.fields["remove_headers"].choices = [(n, n) for n in sorted(server.headers)]
 
+    user: Any = None  # who saves (McpServerAdmin.get_form)
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        stdio = data.get("transport") == McpServer.Transport.STDIO
+        if stdio and not (self.user is not None and may_run_commands(self.user)):
+            raise forms.ValidationError(STDIO_NEEDS)
         data["arguments"] = [a for a in data.get("arguments_text", "").splitlines() if a]
         data["environment"] = _pairs(data.get("set_environment", ""), "set_environment")
         data["headers"] = _pairs(data.get("set_headers", ""), "set_headers")
@@ -157,6 +170,11 @@ class McpServerAdmin(ExactSearchMixin, SupportAdmin):
         ("Tools", {"fields": ("tools_listed_at", "tools_error")}),
     )
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.user = request.user  # a class made for this request
+        return form
+
     @admin.display(description="serves")
     def served(self, obj: McpServer) -> str:
         return obj.owner.get_username() if obj.owner_id else "every owner"
@@ -214,6 +232,9 @@ class McpServerAdmin(ExactSearchMixin, SupportAdmin):
             self._refresh(request, server)
 
     def _refresh(self, request: HttpRequest, server: McpServer) -> None:
+        if server.transport == McpServer.Transport.STDIO and not may_run_commands(request.user):
+            self.message_user(request, f"MCP server {server.name}: {STDIO_NEEDS}", messages.WARNING)
+            return
         try:
             names = mcp_server_refresh(server=server)
         except McpUnavailable as exc:

@@ -22,6 +22,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
+import httpx
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -31,6 +32,7 @@ from mcp_types import CONNECTION_CLOSED, Implementation
 
 from projections.units import cut_text
 
+from .addresses import AddressRefused, url_address_check
 from .server_config import ServerConfig
 
 # The handshake and the listing of the tools must answer within this many seconds.
@@ -67,6 +69,7 @@ async def mcp_connect(
         async with Client(stdio_client(params, errlog=_errlog()), **options) as client:
             yield client
         return
+    await asyncio.to_thread(url_address_check, config.url)  # again: a name may move
     async with create_mcp_http_client(headers=dict(config.headers)) as http:
         transport = streamable_http_client(config.url, http_client=http)
         async with Client(transport, **options) as client:
@@ -77,17 +80,29 @@ def _client_info() -> Implementation:
     return Implementation(name=CLIENT_NAME, version="1")
 
 
-def error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException, *, quoted: bool = True) -> str:
     """What went wrong, in one line a person can act on: the first error inside the SDK's
-    exception groups, named by its type (and the server's message for a protocol error)."""
+    exception groups, named by its type (and the server's message for a protocol error).
+    ``quoted`` False names it without a word of what the other side answered (an HTTP URL's
+    answer at registration: the URL may be any service's)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
         return "the connection closed (a stdio server's process exited: its stderr says why)"
     if isinstance(exc, MCPError):
+        if not quoted:
+            return f"the server answered an error ({exc.error.code})"
         return cut_text(f"the server answered an error ({exc.error.code}): {exc.error.message}")
     if isinstance(exc, TimeoutError):
         return "it did not answer in time"
+    if isinstance(exc, AddressRefused):
+        return str(exc)
+    if isinstance(exc, httpx.HTTPStatusError) and not quoted:
+        return f"it answered HTTP {exc.response.status_code}, not an MCP response"
+    if isinstance(exc, httpx.TransportError) and not quoted:
+        return f"it could not be reached ({type(exc).__name__})"
+    if not quoted:
+        return f"its answer was not an MCP response ({type(exc).__name__})"
     detail = str(exc).strip()
     return cut_text(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
 

@@ -32,6 +32,7 @@ from tools.catalog import (
 )
 from tools.models import McpServer, McpTool
 
+from .addresses import AddressRefused, url_address_check
 from .secrets import SecretUnreadable, secret_seal, secrets_open
 from .server_config import ServerConfig
 from .specs import CATALOG
@@ -91,6 +92,10 @@ def mcp_server_check(
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValidationFailed("A Streamable HTTP server needs an http(s) URL.", field="url")
+        try:
+            url_address_check(url)
+        except AddressRefused as exc:
+            raise ValidationFailed(str(exc), field="url") from None
     else:
         raise ValidationFailed("The transport is stdio or http.", field="transport")
     if any(not isinstance(a, str) or "\x00" in a for a in arguments):
@@ -288,7 +293,9 @@ def mcp_server_refresh(*, server: McpServer) -> list[str]:
         mcp_tools_failed(server_id=server.pk, error=str(exc))
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of the server's is reported
-        reason = f"MCP server “{server.name}” could not list its tools: {error_text(exc)}"
+        # What an HTTP URL answered is not repeated: the URL may be any service's.
+        detail = error_text(exc, quoted=server.transport != McpServer.Transport.HTTP)
+        reason = f"MCP server “{server.name}” could not list its tools: {detail}"
         mcp_tools_failed(server_id=server.pk, error=reason)
         logger.warning("MCP server could not list its tools", extra={"mcp_server": server.name})
         raise McpUnavailable(reason) from None
