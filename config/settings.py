@@ -363,6 +363,9 @@ TOOLCORE_RETENTION_DAYS = _env_int("TOOLCORE_RETENTION_DAYS", None, minimum=1)
 # lost last event); credentials are re-checked this often (a revoked token's sockets close).
 TOOLCORE_WS_HEAD_SECONDS = _env_int("TOOLCORE_WS_HEAD_SECONDS", 30, minimum=1)
 TOOLCORE_WS_AUTH_CHECK_SECONDS = _env_int("TOOLCORE_WS_AUTH_CHECK_SECONDS", 10, minimum=1)
+# tools/call requests one user may have waiting at once in one server process (docs/mcp.md); the
+# next is answered with a JSON-RPC error saying why, and no call is made.
+TOOLCORE_MCP_MAX_WAITING = _env_int("TOOLCORE_MCP_MAX_WAITING", 20, minimum=1)
 # An MCP tools/call that waits tells its client what it waits for this often (docs/mcp.md).
 TOOLCORE_MCP_PROGRESS_SECONDS = _env_int("TOOLCORE_MCP_PROGRESS_SECONDS", 5, minimum=1)
 # Threads of a server process that run HTTP requests' synchronous work (views, middleware), one

@@ -23,21 +23,19 @@ from __future__ import annotations
 import logging
 from collections import Counter as Tally
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tools.catalog import CORE_TOOLS, MCP_PREFIX, tool_spec
-from tools.models import WorkerHeartbeat
 
 from .models import ToolCall
-from .sql import vendor_sql
+from .selectors import workers_alive_by_host
 
 logger = logging.getLogger(__name__)
 
@@ -250,19 +248,13 @@ def _database_families() -> Iterable[GaugeMetricFamily]:
 
 
 def _workers_alive() -> GaugeMetricFamily:
-    """Workers running whose heartbeat is within the lease, per host; a host whose workers all
-    died or stopped (rows kept a day, ``tools/runtime/presence.py``) shows 0."""
-    cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
-    rows = (
-        WorkerHeartbeat.objects.order_by()
-        .values_list("host")
-        .annotate(alive=Count("pk", filter=Q(heartbeat_at__gte=cutoff, stopped_at__isnull=True)))
-    )
+    """Workers alive per host (``selectors.workers_alive_by_host``; a host whose workers all
+    died or stopped shows 0)."""
     family = GaugeMetricFamily(
         "toolcore_workers_alive",
         "Tool workers whose heartbeat is younger than the lease, by host.",
         labels=["host"],
     )
-    for host, alive in rows:
+    for host, alive in workers_alive_by_host().items():
         family.add_metric([host], alive)
     return family

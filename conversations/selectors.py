@@ -10,15 +10,16 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
+from django.conf import settings
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from projections.frames import REPLAY_MAX_EVENTS, replay_page
-from tools.models import AsyncRun, Launch
+from tools.models import AsyncRun, Launch, WorkerHeartbeat
 
 from .errors import CursorAhead, NotFound, ValidationFailed, found
 from .exits import exit_of, exit_wire
@@ -394,3 +395,16 @@ def async_run_id_of(call_id: Any) -> str | None:
     """The async run the ``bash`` call ``call_id`` started (gone to the background), if any."""
     run_id = AsyncRun.objects.filter(tool_call_id=call_id).values_list("pk", flat=True).first()
     return None if run_id is None else str(run_id)
+
+
+def workers_alive_by_host() -> dict[str, int]:
+    """Tool workers running whose heartbeat is younger than the lease, per host; a host whose
+    workers all died or stopped (their rows are kept a day, ``tools/runtime/presence.py``)
+    shows 0. ``/metrics`` and ``/readyz`` both read it."""
+    cutoff = vendor_sql().now(-timedelta(seconds=settings.TOOLCORE_CLAIM_LEASE))
+    rows = (
+        WorkerHeartbeat.objects.order_by()
+        .values_list("host")
+        .annotate(alive=Count("pk", filter=Q(heartbeat_at__gte=cutoff, stopped_at__isnull=True)))
+    )
+    return dict(rows)

@@ -1,13 +1,16 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (database, migrations, channel layer; and
-whether commands run in the sandbox, ``tools/sandbox.py``)."""
+"""``/healthz`` (the process answers) and ``/readyz`` (database, migrations, channel layer, the
+workers alive; and whether commands run in the sandbox, ``tools/sandbox.py``, and the disk of
+``DATA_DIR``)."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 
 from asgiref.sync import async_to_sync
 from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, HttpResponse
@@ -15,11 +18,14 @@ from django.views.decorators.http import require_GET
 
 from tools.sandbox import sandbox_report
 
+from ..selectors import workers_alive_by_host
 from ..services.publish import live_layer_alias
 from .middleware import SyncAndAsyncMiddleware
 from .responses import json_response
 
 HEALTHZ_PATH = "/healthz"
+# Free bytes of DATA_DIR's disk under which /readyz calls it full.
+DISK_FULL_BYTES = 16 * 1024 * 1024
 
 
 @require_GET
@@ -72,9 +78,45 @@ def readyz(request: HttpRequest) -> HttpResponse:
         checks["channelLayer"] = "ok"
     except Exception as exc:  # noqa: BLE001
         checks["channelLayer"] = f"error: {exc.__class__.__name__}"
+    workers = _workers(checks)
     ready = all(value == "ok" for value in checks.values())
     # The command sandbox is reported, not checked: commands run only where a worker started,
-    # and a worker without its sandbox refuses to start unless DEBUG is on.
+    # and a worker without its sandbox refuses to start unless DEBUG is on. The disk is
+    # reported too, not checked: with DATA_DIR full, reads that write nothing keep working.
     body = {"status": "ready" if ready else "not_ready", "checks": checks}
+    body["workers"] = workers
     body["sandbox"] = sandbox_report()
+    body["disk"] = disk_report()
     return json_response(body, 200 if ready else 503)
+
+
+def _workers(checks: dict[str, str]) -> dict[str, object]:
+    """``{alive, byHost}``, the workers whose heartbeat is younger than the lease; the check
+    ``workers`` fails when workers are expected (this process starts some, or some ran in the
+    last day: their rows) and none is alive."""
+    if checks.get("database") != "ok":
+        return {"alive": None, "byHost": {}}
+    try:
+        by_host = workers_alive_by_host()
+    except Exception as exc:  # noqa: BLE001 - readiness reports any failure
+        checks["workers"] = f"error: {exc.__class__.__name__}"
+        return {"alive": None, "byHost": {}}
+    alive = sum(by_host.values())
+    expected = settings.TOOLCORE_WORKERS > 0 or bool(by_host)
+    checks["workers"] = "ok" if alive or not expected else "none alive"
+    return {"alive": alive, "byHost": by_host}
+
+
+def disk_report() -> dict[str, object]:
+    """``DATA_DIR``'s disk: free and total bytes, and ``full`` below ``DISK_FULL_BYTES`` free
+    (a settlement writes its result files there; below it, calls settle with the disk-full
+    reason)."""
+    try:
+        usage = shutil.disk_usage(settings.DATA_DIR)
+    except OSError as exc:
+        return {"freeBytes": None, "totalBytes": None, "full": None, "error": exc.strerror}
+    return {
+        "freeBytes": usage.free,
+        "totalBytes": usage.total,
+        "full": usage.free < DISK_FULL_BYTES,
+    }

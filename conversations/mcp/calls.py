@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 from uuid import UUID
@@ -113,10 +114,37 @@ def _post(session_conversation: Any, message_id: str, request_id: Any, params: A
     )
 
 
+# ``tools/call`` requests waiting in this process, per user: at most TOOLCORE_MCP_MAX_WAITING.
+# They all wait on this process's event loop, so a plain counter is exact for it.
+_waiting: Counter[Any] = Counter()
+
+
 async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    """The SDK's ``tools/call`` handler: create the call, wait until it settles, answer it."""
+    """The SDK's ``tools/call`` handler: create the call, wait until it settles, answer it;
+    refused, with no call made, when the user has ``TOOLCORE_MCP_MAX_WAITING`` waiting here."""
+    user_id = current.get().session.user_id
+    limit = settings.TOOLCORE_MCP_MAX_WAITING
+    if _waiting[user_id] >= limit:
+        raise MCPError(
+            code=INVALID_REQUEST,
+            message=f"{limit} of your tools/call requests are waiting already, the most one "
+            "user may have at once (TOOLCORE_MCP_MAX_WAITING): wait for one to end, or decide "
+            "the calls that await approval.",
+        )
+    _waiting[user_id] += 1
+    try:
+        return await _call_tool(ctx, params)
+    finally:
+        _waiting[user_id] -= 1
+        if _waiting[user_id] <= 0:
+            del _waiting[user_id]
+
+
+async def _call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
     request = current.get()
     if await on_database(published_spec)(params.name, request.session.user_id) is None:
         raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")

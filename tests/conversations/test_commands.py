@@ -137,11 +137,15 @@ def test_health_and_readiness(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {
+    body = ready.json()
+    disk = body.pop("disk")  # reported, not a check (tests/conversations/test_health.py)
+    assert body == {
         "status": "ready",
-        "checks": {"database": "ok", "migrations": "ok", "channelLayer": "ok"},
+        "checks": {"database": "ok", "migrations": "ok", "channelLayer": "ok", "workers": "ok"},
+        "workers": {"alive": 0, "byHost": {}},  # none expected: none ran, none started here
         "sandbox": {"on": True},  # reported, not a check (tests/tools/test_sandbox.py)
     }
+    assert disk["full"] is False and 0 < disk["freeBytes"] <= disk["totalBytes"]
 
 
 def test_run_commands_grants_and_revokes_by_username_idempotently(user, other_user):

@@ -405,3 +405,83 @@ async def test_failed_tokens_lock_the_address_out_with_429(db, settings):
     assert answer.status == 429
     assert int(answer.headers["retry-after"]) > 0
     assert answer.json()["error"] == "throttled"
+
+
+async def test_a_user_s_waiting_calls_are_bounded_and_the_next_is_refused_saying_why(
+    alice, bob, settings
+):
+    """With TOOLCORE_MCP_MAX_WAITING at 1, a second tools/call while the first waits (for an
+    approval nobody gives) is a JSON-RPC error and makes no call; another user is not held by
+    it; once the first ends, the user may call again."""
+    from conversations.models import ToolCall
+    from conversations.services.cancel import call_cancel
+    from tests.waits import until
+
+    settings.TOOLCORE_MCP_MAX_WAITING = 1
+    user, token = alice
+    session = await _session(token)
+
+    def call(request_id: int, command: str) -> dict[str, Any]:
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": command}},
+        }
+
+    waiting = asyncio.create_task(request(body=call(1, "echo first"), token=token, session=session))
+    first = await until(
+        sync_to_async(
+            lambda: ToolCall.objects.filter(
+                conversation__owner=user, state="awaiting_approval"
+            ).first()
+        ),
+        what="the first call awaiting approval",
+    )
+    refused = await asyncio.wait_for(
+        request(body=call(2, "echo second"), token=token, session=session), 30
+    )
+    (message,) = refused.sse() or [refused.json()]
+    assert message["error"]["code"] == -32600
+    assert "1 of your tools/call requests are waiting already" in message["error"]["message"]
+    count = await sync_to_async(ToolCall.objects.filter(conversation__owner=user).count)()
+    assert count == 1  # no call made for the refused request
+
+    other_user, other_token = bob
+    other_session = await _session(other_token)
+    theirs = asyncio.create_task(
+        request(body=call(1, "echo theirs"), token=other_token, session=other_session)
+    )
+    await until(
+        sync_to_async(
+            ToolCall.objects.filter(
+                conversation__owner=other_user, state="awaiting_approval"
+            ).exists
+        ),
+        what="the other user's call waiting",
+    )
+
+    await sync_to_async(call_cancel)(call_id=first.pk)
+    ended = await asyncio.wait_for(waiting, 30)
+    assert ended.sse()[-1]["result"]["structuredContent"]["outcome"] == "cancelled"
+    again = asyncio.create_task(request(body=call(3, "echo again"), token=token, session=session))
+    await until(
+        sync_to_async(
+            ToolCall.objects.filter(conversation__owner=user, state="awaiting_approval").exists
+        ),
+        what="the user's next call waiting",
+    )
+    # Each wait ends with its call: cancelled, it answers, and the process counts no waiter.
+    unfinished = await sync_to_async(
+        lambda: list(
+            ToolCall.objects.filter(state="awaiting_approval").values_list("pk", flat=True)
+        )
+    )()
+    for call_id in unfinished:
+        await sync_to_async(call_cancel)(call_id=call_id)
+    for task in (again, theirs):
+        answer = await asyncio.wait_for(task, 30)
+        assert answer.sse()[-1]["result"]["structuredContent"]["outcome"] == "cancelled"
+    from conversations.mcp.calls import _waiting
+
+    assert not _waiting
