@@ -1,9 +1,10 @@
 """MCP benches: Toolcore's MCP server beside its REST API, and its MCP client's settlement beside
 the SDK's client alone, against a live daphne.
 
-    python bench/mcp.py [--runs N] [--calls N] [--samples N] [--quick]
+    python bench/mcp.py [--runs N] [--calls N] [--samples N] [--streams N] [--window S]
+                        [--quick] [--only call|settle|waiting]
 
-Each bench is a module beside this script (``mcp_call``, ``mcp_settle``; what they share in
+Each bench is a module beside this script (``mcp_call``, ``mcp_settle``, ``mcp_waiting``; what they share in
 ``mcp_setup``; daphne's application in ``mcp_asgi``; the stdio server in
 ``mcp_stamp_server``); this one parses the command line and runs them. Run from the repository
 root. SQLite by default (a throw-away file database, bench/_setup.py);
@@ -30,6 +31,8 @@ Prints a Markdown table; always exits 0 once the benches ran: it is a report, no
   turns: the same server started by the SDK's client alone in this process, the answer to the
   client having it. ``--samples`` calls of each (p50, p95; the spread is the p50 of each run's
   slice).
+- What waiting costs: ``--streams`` ``tools/call``s awaiting approval on their open streams,
+  daphne's CPU against the same daphne idle, in turns (``mcp_waiting``).
 
 Both clocks are the machine's wall clock (``time.time()``), read by processes of this machine.
 """
@@ -56,6 +59,7 @@ from _report import Report, Table  # noqa: E402
 from mcp_call import bench_call  # noqa: E402
 from mcp_settle import bench_settle  # noqa: E402
 from mcp_setup import Site  # noqa: E402
+from mcp_waiting import bench_waiting  # noqa: E402
 
 
 def main() -> None:
@@ -64,7 +68,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (median)")
     parser.add_argument("--calls", type=int, default=40, help="calls of each kind a run (40)")
     parser.add_argument("--samples", type=int, default=200, help="stdio calls of each (200)")
+    parser.add_argument("--streams", type=int, default=400, help="waiting calls (400)")
+    parser.add_argument("--window", type=float, default=12.0, help="seconds measured (12)")
     parser.add_argument("--quick", action="store_true", help="3 runs, 15 calls, 60 samples")
+    parser.add_argument("--only", choices=("call", "settle", "waiting"), help="one bench")
     args = parser.parse_args()
     runs, calls, samples = max(1, args.runs), max(1, args.calls), max(1, args.samples)
     if args.quick:
@@ -88,8 +95,13 @@ def main() -> None:
                 print(report.header + "\n")
                 print("| figure | measured | baseline | ratio | goal | result |")
                 print("|---|---|---|---|---|---|")
-                asyncio.run(bench_call(site, table, runs, calls))
-                asyncio.run(bench_settle(site, table, runs, samples))
+                if args.only in (None, "call"):
+                    asyncio.run(bench_call(site, table, runs, calls))
+                if args.only in (None, "settle"):
+                    asyncio.run(bench_settle(site, table, runs, samples))
+                if args.only in (None, "waiting"):
+                    streams, window = max(1, args.streams), max(1.0, args.window)
+                    asyncio.run(bench_waiting(site, table, min(runs, 3), streams, window))
             finally:
                 site.close()
     finally:

@@ -66,6 +66,7 @@ class Site:
             TOOLCORE_WORKERS="1",  # the embedded worker: the call runs in daphne's process
             ALLOWED_HOSTS="127.0.0.1,localhost",
             BENCH_MCP_STAMPS=str(self.stamps),
+            TOOLCORE_MCP_MAX_WAITING="100000",  # the waiting bench's streams are one user's
         )
         self.daphne = Daphne("bench.mcp_asgi:application", env, folder / "daphne.log")
 
@@ -109,11 +110,19 @@ def _conversation_with_turn(user: Any) -> tuple[Any, str]:
 # --- the clients ------------------------------------------------------------------------------
 
 
-def _http(token: str | None, **headers: str) -> Any:
+def _http(token: str | None, *, unlimited: bool = False, **headers: str) -> Any:
+    """An HTTP client; ``unlimited``: no bound on its connections (a stream each) and no read
+    timeout (streams that wait)."""
     import httpx2
 
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
+    if unlimited:
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(WAIT, read=None),
+            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
+        )
     return httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(WAIT, read=WAIT + 10))
 
 

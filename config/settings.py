@@ -351,6 +351,16 @@ TOOLCORE_SANDBOX_HIDE = [Path(p) for p in _env_list("TOOLCORE_SANDBOX_HIDE", [])
 for _hidden in TOOLCORE_SANDBOX_HIDE:
     if not _hidden.is_absolute() or _hidden == Path("/"):
         _refuse("TOOLCORE_SANDBOX_HIDE", f"lists absolute paths other than /, not {str(_hidden)!r}")
+# What each sandboxed command may use (tools/sandbox_limits.py, docs/security.md "Resource
+# limits"): processes (a pids cgroup), memory in bytes (a memory cgroup, else RLIMIT_AS), file
+# size in bytes (RLIMIT_FSIZE); 0 sets no limit. On cgroup v2, the folder delegated to Toolcore
+# in which the command cgroups are made.
+TOOLCORE_SANDBOX_PROCESSES = _env_int("TOOLCORE_SANDBOX_PROCESSES", 1024, minimum=0)
+TOOLCORE_SANDBOX_MEMORY = _env_int("TOOLCORE_SANDBOX_MEMORY", 4 * 1024**3, minimum=0)
+TOOLCORE_SANDBOX_FILE_SIZE = _env_int("TOOLCORE_SANDBOX_FILE_SIZE", 8 * 1024**3, minimum=0)
+TOOLCORE_SANDBOX_CGROUP = os.environ.get("TOOLCORE_SANDBOX_CGROUP", "").strip() or None
+if TOOLCORE_SANDBOX_CGROUP is not None and not Path(TOOLCORE_SANDBOX_CGROUP).is_absolute():
+    _refuse("TOOLCORE_SANDBOX_CGROUP", f"must be an absolute path, not {TOOLCORE_SANDBOX_CGROUP!r}")
 # Seconds an MCP server has to answer one tool call (docs/mcp.md); then it is told to stop.
 TOOLCORE_MCP_CALL_TIMEOUT = _env_int("TOOLCORE_MCP_CALL_TIMEOUT", 60, minimum=1)
 # An MCP server's URL that resolves to a loopback, link-local or unspecified address (the host's

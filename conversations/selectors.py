@@ -335,6 +335,40 @@ def turn_results(conversation_id: Any, turn_id: Any) -> dict[str, Any]:
     return {"settled": True, "results": results, "queue": queue_notices(conversation_id)}
 
 
+# Ids a query of ``unfinished_marks`` names at most (SQLite's bound on a statement's variables
+# is far above; a long list is cut into such queries).
+MARKS_CHUNK = 500
+
+
+def unfinished_marks(
+    turn_ids: Iterable[Any], call_ids: Iterable[Any]
+) -> dict[tuple[str, str], frozenset[tuple[str, str, int]]]:
+    """What the waiters of a process watch, in one query per ``MARKS_CHUNK`` ids: for each turn
+    ``("turn", id)`` and each call ``("call", id)``, the ``(call id, state, generation)`` of its
+    unfinished calls (empty once none is left: settled calls leave the table). Any change of a
+    mark is news to its waiters."""
+    turns = [str(t) for t in turn_ids]
+    calls = [str(c) for c in call_ids]
+    marks: dict[tuple[str, str], set[tuple[str, str, int]]] = {
+        **{("turn", t): set() for t in turns},
+        **{("call", c): set() for c in calls},
+    }
+    for start in range(0, max(len(turns), len(calls)), MARKS_CHUNK):
+        some_turns, some_calls = (
+            turns[start : start + MARKS_CHUNK],
+            calls[start : start + MARKS_CHUNK],
+        )
+        rows = ToolCall.objects.filter(
+            Q(turn_id__in=some_turns) | Q(pk__in=some_calls)
+        ).values_list("pk", "turn_id", "state", "generation")
+        for pk, turn_id, state, generation in rows:
+            mark = (str(pk), state, generation)
+            for key in (("turn", str(turn_id)), ("call", str(pk))):
+                if key in marks:
+                    marks[key].add(mark)
+    return {key: frozenset(value) for key, value in marks.items()}
+
+
 def async_run_for(user: Any, run_id: Any) -> AsyncRun:
     """The async run of one of the user's conversations; another owner's answers 404."""
     return found(AsyncRun.objects.filter(conversation__owner_id=user.pk), run_id, "Async run")

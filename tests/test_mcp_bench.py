@@ -27,7 +27,7 @@ def test_the_mcp_bench_runs_in_its_smallest_size(tmp_path):
     env = {k: v for k, v in os.environ.items() if k in INHERITED}
     done = subprocess.run(
         [sys.executable, "bench/mcp.py", "--runs", "1", "--calls", "2", "--samples", "2"]
-        + ["--json", str(fragment)],
+        + ["--streams", "5", "--window", "1", "--json", str(fragment)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -39,8 +39,10 @@ def test_the_mcp_bench_runs_in_its_smallest_size(tmp_path):
     assert report["script"] == "mcp"
     assert "database sqlite" in report["header"]
     rows = report["rows"]
-    assert len(rows) == 6
-    call, settle = rows[0], rows[3]
+    assert len(rows) == 8
+    call, settle, waiting = rows[0], rows[3], rows[6]
+    assert waiting["goal"] == "≤ 5 % above idle" and waiting["unit"] == "core"
+    assert waiting["measured"]["median"] >= 0 and "5 `tools/call`s waiting" in waiting["figure"]
     assert call["goal"] == "≤ 1.5" and call["pass"] in (True, False)
     for row in (call, settle):
         assert row["measured"]["median"] > 0 and row["baseline"]["median"] > 0

@@ -17,7 +17,9 @@ launch) runs in a bubblewrap sandbox (``bwrap``, Debian's ``bubblewrap``) when
 * **no network** (a network namespace of its own with only loopback, on which nothing listens)
   unless ``TOOLCORE_SANDBOX_NETWORK=on``, with which it shares the host's network (and sees the
   host's ``/etc/resolv.conf`` target when that lies in ``/run``);
-* ``--die-with-parent``: a worker that dies takes its commands with it.
+* ``--die-with-parent``: a worker that dies takes its commands with it;
+* **resource limits** (processes, memory, file size: ``tools/sandbox_limits.py``), set by a
+  prelude that runs before bubblewrap and ``exec``s it.
 
 This module is the policy (which paths, which options) and the check that bubblewrap works
 here; the runtime's process capture (``tools/runtime/capture.py``) puts ``Sandbox.argv()`` in
@@ -41,6 +43,12 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .sandbox_limits import Limits
+from .sandbox_limits import configured as configured_limits
+from .sandbox_limits import describe as describe_limits
+from .sandbox_limits import enforced as enforced_limits
+from .sandbox_limits import sweep as sweep_limits
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +77,7 @@ class Sandbox:
     hide: tuple[Path, ...] = ()
     network: bool = False
     bwrap: str = BWRAP
+    limits: Limits = Limits()
 
     def argv(self, command: Sequence[str], *, cwd: Path | None = None) -> list[str]:
         """``command`` (an argv) as bubblewrap runs it in this sandbox, in ``cwd`` (default
@@ -161,6 +170,7 @@ def sandbox_for(workspace: Path) -> Sandbox | None:
         hide=hidden_paths(),
         network=settings.TOOLCORE_SANDBOX_NETWORK,
         bwrap=shutil.which(BWRAP) or BWRAP,  # found by the worker's PATH, not the command's
+        limits=configured_limits(),
     )
 
 
@@ -205,10 +215,23 @@ def sandbox_state() -> str:
 
 
 def sandbox_report() -> dict[str, object]:
-    """``/readyz``'s ``sandbox``: ``{"on": true}``, or ``{"on": false, "why": …}``."""
+    """``/readyz``'s ``sandbox``: ``{"on": true, "limits": …}`` (each limit and how it is
+    enforced on this host: ``tools/sandbox_limits.py``), or ``{"on": false, "why": …}``."""
     state = sandbox_state()
     if state == "bwrap":
-        return {"on": True}
+        limits = configured_limits()
+        how = enforced_limits(limits)
+        values = {
+            "processes": limits.processes,
+            "memory": limits.memory,
+            "fileSize": limits.file_size,
+        }
+        return {
+            "on": True,
+            "limits": {
+                name: {"max": value or None, "by": how[name]} for name, value in values.items()
+            },
+        }
     if state == "off":
         return {"on": False, "why": "TOOLCORE_SANDBOX=off"}
     return {"on": False, "why": f"{sandbox_problem()} (DEBUG is on: commands run unsandboxed)"}
@@ -228,6 +251,12 @@ def sandbox_require() -> None:
         return
     problem = sandbox_problem()
     if problem is None:
+        swept = sweep_limits()
+        logger.info(
+            "sandbox: bubblewrap; limits of each command: %s%s",
+            describe_limits(),
+            f" ({swept} empty cgroups of earlier workers removed)" if swept else "",
+        )
         return
     if not settings.DEBUG:
         raise SystemExit(

@@ -6,9 +6,10 @@ The call is an assistant message with one ``tool_call`` block in the conversatio
 and the JSON-RPC request id (``message_id_of``), so the call's id follows from them too: a
 ``notifications/cancelled`` naming the request finds its call, on any daphne.
 
-Waiting uses the turn barrier's way (``barrier.until_settled`` on the call's turn group):
-woken by the settlement's ``turn.changed``, a database check every 2 s as a safety net, no
-thread or connection held. Every ``TOOLCORE_MCP_PROGRESS_SECONDS`` of waiting the client gets a
+Waiting uses the turn barrier's way (``barrier.waiting`` for the call): woken by a
+``turn.changed`` naming the call (its settlement, its approval) or by the process's watch, which
+reads every waited-for call in one query every 2 s; the call is read again only then, and no
+thread or connection is held. Every ``TOOLCORE_MCP_PROGRESS_SECONDS`` of waiting the client gets a
 ``notifications/progress`` (when it sent a ``progressToken``) saying what the call waits for and
 where to decide or read it. A call awaiting approval is also put to the client's user as an
 ``elicitation/create`` (form: allow once or deny) when the client declared the capability;
@@ -21,6 +22,7 @@ which settles on its own (read it with ``GET /api/v1/tool-calls/{id}``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -35,12 +37,13 @@ from django.db import connections
 from django.urls import reverse
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import is_version_at_least
 
 from .. import selectors
 from ..api.outages import OUTAGES, outage_noted, unavailable_message
-from ..barrier import until_settled
+from ..barrier import waiting
 from ..detached import detached
 from ..errors import DomainError, NotFound, TurnOpen
 from ..models import ToolCall
@@ -48,7 +51,6 @@ from ..services.calls import model_call_id
 from ..services.cancel import call_cancel
 from ..services.mcp_sessions import mcp_request_cancelled
 from ..services.messages import mcp_call_post
-from ..services.publish import turn_group
 from .results import call_result, refusal_result, result_parts
 from .stream import McpRequest, current
 from .tools import published_spec
@@ -60,6 +62,8 @@ S = ToolCall.State
 # answer finds the call on any daphne (``transport.py``).
 ELICITATION_PREFIX = "toolcore-approval-"
 PROVIDER_ID_MAX = 200
+# How long a wait without progress notifications sleeps between its (empty) ticks: a day.
+QUIET_SECONDS = 86_400
 
 _R = TypeVar("_R")
 
@@ -186,6 +190,7 @@ class _Waiter:
         self.progress = 0
         self.elicited = False
         self.withdrawn = False
+        self.wants_progress = progress_token_from_params(ctx.params) is not None
 
     async def _check(self) -> dict[str, Any]:
         return await on_database(selectors.call_progress)(self.call_id)
@@ -193,16 +198,8 @@ class _Waiter:
     async def result(self) -> types.CallToolResult:
         try:
             answer = await self._check()
-            rounds = 0
-            while not answer["settled"]:
-                if rounds or answer["state"] == S.AWAITING_APPROVAL:
-                    await self._tell(answer)
-                rounds += 1
-                answer = await until_settled(
-                    self._check,
-                    group=turn_group(self.turn_id),
-                    wait=settings.TOOLCORE_MCP_PROGRESS_SECONDS,
-                )
+            if not answer["settled"]:
+                answer = await self._wait(answer)
             await self._withdraw(answer["payload"].get("resolutionRequestId"))
             payload = answer["payload"]
             parts = await on_database(result_parts)(self.call_id, payload)
@@ -225,6 +222,33 @@ class _Waiter:
             parts=parts,
             base_url=self.request.base_url,
         )
+
+    async def _wait(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """Until the call settled: checked on news only (``barrier.waiting``: a message that
+        names it, or a change the watch saw); the client told at once when it awaits approval,
+        and every ``TOOLCORE_MCP_PROGRESS_SECONDS`` what it last was, with no database read."""
+        loop = asyncio.get_running_loop()
+        # A client that asked for no progress hears nothing until the answer: no ticks at all.
+        period = settings.TOOLCORE_MCP_PROGRESS_SECONDS if self.wants_progress else QUIET_SECONDS
+        async with waiting(turn_id=self.turn_id, call_id=self.call_id) as news:
+            answer = await self._check()  # joined before this check: no change goes unseen
+            if not answer["settled"] and answer["state"] == S.AWAITING_APPROVAL:
+                await self._tell(answer)
+            told = loop.time()
+            while not answer["settled"]:
+                if await news.sleep(told + period - loop.time()):
+                    before, answer = answer["state"], await self._check()
+                    if answer["settled"]:
+                        break
+                    if answer["state"] != S.AWAITING_APPROVAL:
+                        await self._withdraw(answer.get("resolutionRequestId"))
+                    elif before != S.AWAITING_APPROVAL:  # asks now: at once, not at the tick
+                        await self._tell(answer)
+                        told = loop.time()
+                else:
+                    await self._tell(answer)
+                    told = loop.time()
+        return answer
 
     async def _tell(self, answer: dict[str, Any]) -> None:
         """What the call waits for, to the client: the elicitation once (when it may be asked),

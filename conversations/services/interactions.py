@@ -289,6 +289,8 @@ def _approve(call: ToolCall) -> str | None:
     with publish.atomic():
         if not call_made_ready(call, interaction=None, resolved_interaction=interaction):
             return None
+        # An MCP client's wait for the call withdraws its approval prompt at once.
+        publish.publish_turn_changed(call.turn_id, call.pk)
         rule = resolution.get("persist") and _rule_to_save(interaction, resolution.get("rule"))
         if rule:
             PermissionRule.objects.create(

@@ -330,9 +330,13 @@ def atomic() -> Iterator[None]:
 # --- What the core publishes -----------------------------------------------------------------
 
 
-def publish_turn_changed(turn_id: UUID | str) -> None:
-    """Wake the turn barrier's waiters of ``turn_id`` after commit; they re-read the database."""
-    later(turn_group(turn_id), {"type": "turn.changed", "turnId": str(turn_id)})
+def publish_turn_changed(turn_id: UUID | str, call_id: UUID | str | None = None) -> None:
+    """Wake the turn barrier's waiters of ``turn_id`` after commit; they re-read the database.
+    With ``call_id``, the change is that call's: a waiter for another call sleeps on."""
+    message = {"type": "turn.changed", "turnId": str(turn_id)}
+    if call_id is not None:
+        message["toolCallId"] = str(call_id)
+    later(turn_group(turn_id), message)
 
 
 def publish_tool_updated(conversation_id: UUID | str, rev: int, update: dict[str, Any]) -> None:

@@ -480,7 +480,7 @@ def publish_call_removed(*, conversation_id: Any, call_id: Any, turn_id: Any) ->
             "removed": str(call_id),
         },
     )
-    publish.publish_turn_changed(turn_id)
+    publish.publish_turn_changed(turn_id, call_id)
 
 
 def _response_payload(

@@ -51,13 +51,13 @@ class BearerAsyncClient(AsyncClient):
 async def test_wait_zero_answers_at_once_with_the_pending_calls(user, monkeypatch):
     call_ids, url, client = await sync_to_async(_setup)(user)
     joins = []
-    real_join = barrier._Wakeups.join
+    real_join = barrier.Waiting.join
 
     async def join(self, timeout: float) -> None:
         joins.append(timeout)
         await real_join(self, timeout)
 
-    monkeypatch.setattr(barrier._Wakeups, "join", join)
+    monkeypatch.setattr(barrier.Waiting, "join", join)
     loop = asyncio.get_running_loop()
     started = loop.time()
     response = await client.get(url, {"wait": 0})
@@ -128,3 +128,80 @@ async def test_fifty_waiters_hold_no_threads_or_connections(user):
     await sync_to_async(settle_in_thread, thread_sensitive=False)(call_ids[0], "done")
     responses = await asyncio.wait_for(asyncio.gather(*waiters), timeout=30)
     assert all(r.status_code == 200 and r.json()["settled"] for r in responses)
+
+
+def _counting(monkeypatch, name: str) -> list:
+    """Each call of ``barrier.<name>`` (a selector the barrier runs on its threads), recorded."""
+    calls = []
+    real = getattr(barrier, name)
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(barrier, name, counted)
+    return calls
+
+
+async def test_waiters_check_only_on_news_and_the_watch_reads_them_all_at_once(user, monkeypatch):
+    """Twenty waiters of a turn where nothing happens for 9 s: each checks at the start, once
+    joined, and at most once more (the watch's first reading of its turn); the watch reads all
+    of them in one query a sweep. (Re-checking every 2 s each, they made 6 checks apiece.)"""
+    call_ids, url, client = await sync_to_async(_setup)(user, calls=1)
+    checks = _counting(monkeypatch, "turn_results")
+    sweeps = _counting(monkeypatch, "unfinished_marks")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    responses = await asyncio.wait_for(
+        asyncio.gather(*(client.get(url, {"wait": 9}) for _ in range(20))), timeout=60
+    )
+    elapsed = loop.time() - started
+    assert all(r.json()["settled"] is False for r in responses)
+    assert len(checks) <= 3 * 20, len(checks)
+    # Every sweep read the one turn, whatever number waits for it; at most one every 2 s.
+    turn_id = url.split("/")[-2]
+    assert sweeps and all(list(turns) == [turn_id] for turns, _ in sweeps)
+    assert len(sweeps) <= elapsed / barrier.RECHECK_SECONDS + 1
+
+
+async def test_a_settlement_no_message_announces_is_seen_by_the_watch(user, monkeypatch):
+    """The in-memory layer does not reach across processes: a worker of another process settles
+    and no message comes. The watch sees the turn's calls change and wakes the waiter."""
+    from conversations.services import publish
+
+    call_ids, url, client = await sync_to_async(_setup)(user, calls=1)
+    waiter = asyncio.create_task(client.get(url, {"wait": 60}))
+    await until(_joined(url, 1), what="the waiter never joined the turn's group")
+    monkeypatch.setattr(publish, "send_now", lambda outbox: None)  # nothing is announced
+    await sync_to_async(settle_in_thread, thread_sensitive=False)(call_ids[0], "unannounced")
+    response = await asyncio.wait_for(waiter, timeout=40)  # its wait is 60 s: the watch woke it
+    body = response.json()
+    assert body["settled"] is True
+    assert [r["modelContent"][0]["text"] for r in body["results"]] == ["unannounced"]
+
+
+async def test_a_call_waiter_sleeps_through_its_turns_other_calls(user, monkeypatch):
+    """``waiting`` for one call of a turn: a ``turn.changed`` naming another call is no news;
+    one naming this call, or no call, is. (The watch sweeps once an hour here: only messages
+    wake.)"""
+    from channels.layers import get_channel_layer
+
+    from conversations.services.publish import turn_group
+
+    monkeypatch.setattr(barrier, "RECHECK_SECONDS", 3600)
+    call_ids, url, _ = await sync_to_async(_setup)(user, calls=2)
+    turn_id = url.split("/")[-2]
+    layer = get_channel_layer()
+    group = turn_group(turn_id)
+    async with barrier.waiting(turn_id=turn_id, call_id=call_ids[0]) as news:
+        assert news.joined
+        await layer.group_send(
+            group, {"type": "turn.changed", "turnId": turn_id, "toolCallId": str(call_ids[1])}
+        )
+        assert await news.sleep(0.5) is False
+        await layer.group_send(
+            group, {"type": "turn.changed", "turnId": turn_id, "toolCallId": str(call_ids[0])}
+        )
+        assert await asyncio.wait_for(news.sleep(30), timeout=40) is True
+        await layer.group_send(group, {"type": "turn.changed", "turnId": turn_id})
+        assert await asyncio.wait_for(news.sleep(30), timeout=40) is True

@@ -35,15 +35,6 @@ pytestmark = pytest.mark.skipif(
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def workspace() -> Path:
-    """A conversation's workspace where the runtime puts one: below an owner's root (the
-    suite's workspace root is the test's own)."""
-    path = owner_workspace_root(1) / "sandboxed"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _working_in(workspace: Path) -> list[int]:
     """The host's processes whose working directory is ``workspace``: what runs in its
     sandbox (every command starts there, and nothing else on the host does)."""
@@ -352,6 +343,9 @@ def test_the_settings_are_checked_at_start(tmp_path):
         ("TOOLCORE_SANDBOX", "docker", "TOOLCORE_SANDBOX: must be bwrap or off, not 'docker'"),
         ("TOOLCORE_SANDBOX_HIDE", "relative/path", "TOOLCORE_SANDBOX_HIDE: lists absolute"),
         ("TOOLCORE_SANDBOX_NETWORK", "maybe", "TOOLCORE_SANDBOX_NETWORK: must be 1/0"),
+        ("TOOLCORE_SANDBOX_MEMORY", "4G", "TOOLCORE_SANDBOX_MEMORY: must be a whole number"),
+        ("TOOLCORE_SANDBOX_PROCESSES", "-1", "TOOLCORE_SANDBOX_PROCESSES: must be 0 or more"),
+        ("TOOLCORE_SANDBOX_CGROUP", "commands", "TOOLCORE_SANDBOX_CGROUP: must be an absolute"),
     ]:
         done = subprocess.run(
             [sys.executable, "-c", "import django; django.setup()"],
@@ -401,8 +395,20 @@ def without_bwrap(tmp_path, monkeypatch):
 
 
 @pytest.mark.django_db
-def test_readyz_reports_the_sandbox(client):
-    assert client.get("/readyz").json()["sandbox"] == {"on": True}
+def test_readyz_reports_the_sandbox(client, monkeypatch):
+    from tools import sandbox_limits
+
+    hierarchy = sandbox_limits.Hierarchy(Path("/x"), ("pids",), 1)
+    monkeypatch.setattr(sandbox_limits, "hierarchies", lambda: (hierarchy,))
+    with override_settings(TOOLCORE_SANDBOX_MEMORY=0):
+        assert client.get("/readyz").json()["sandbox"] == {
+            "on": True,
+            "limits": {
+                "processes": {"max": settings.TOOLCORE_SANDBOX_PROCESSES, "by": "cgroup"},
+                "memory": {"max": None, "by": None},
+                "fileSize": {"max": settings.TOOLCORE_SANDBOX_FILE_SIZE, "by": "rlimit"},
+            },
+        }
     with override_settings(TOOLCORE_SANDBOX="off"):
         assert client.get("/readyz").json()["sandbox"] == {
             "on": False,

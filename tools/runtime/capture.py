@@ -85,6 +85,7 @@ from typing import TYPE_CHECKING, Any
 
 from conversations.storage import CAPTURE_MAX_BYTES, CAPTURE_MEDIA_TYPE
 from projections.logpages import LineIndexWriter
+from tools.sandbox_limits import CommandLimits
 
 from .processes import (
     GROUP_POLL_SECONDS,
@@ -261,6 +262,7 @@ class ProcessCapture:
         self._finishing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._limits: CommandLimits | None = None
 
     # --- running ---------------------------------------------------------------------------
 
@@ -284,6 +286,8 @@ class ProcessCapture:
             argv = ["/bin/sh", "-c", self.command]
             if self.sandbox is not None:
                 argv = self.sandbox.argv(argv, cwd=self.cwd)
+                self._limits = CommandLimits(self.sandbox.limits)
+                argv = self._limits.make() + argv
             self._popen = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -294,6 +298,8 @@ class ProcessCapture:
                 start_new_session=True,
             )
         except BaseException:
+            if self._limits is not None:
+                self._limits.remove(wait=0)
             for fd in pipes:
                 os.close(fd)
             for sink in self._sinks.values():  # only the files this capture created
@@ -502,6 +508,8 @@ class ProcessCapture:
             self._done.set()
 
     def _sync_files(self) -> None:
+        if self._limits is not None:  # its group is gone: its cgroups empty as it ends
+            self._limits.remove()
         for sink in self._sinks.values():
             sink.finish()
         fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
