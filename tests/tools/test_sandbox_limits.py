@@ -54,6 +54,9 @@ def _command_cgroups(controller: str) -> list[Path]:
 @_needs("pids")
 @pytest.mark.faults
 def test_a_fork_bomb_is_held_to_its_process_count_while_the_server_answers(workspace, tmp_path):
+    """A daphne site of its own (a few seconds to start: the server that must keep answering,
+    in a process of its own as in production) and a bomb held at 64 processes for 8 s. In the
+    fault suite's group: it loads the machine on purpose."""
     box = _limited(workspace, processes=64)
     with site(tmp_path / "site") as made:
         server = made.daphne()
