@@ -74,8 +74,11 @@ def capture_child(command: str, folder: Path, live: bool, sandboxed: bool = Fals
     from tools.runtime.capture import ProcessCapture, tool_environment
     from tools.runtime.live import LiveOutput
     from tools.sandbox import SYSTEM_HIDDEN, Sandbox
+    from tools.sandbox_limits import Limits
 
-    sandbox = Sandbox(workspace=folder, hide=SYSTEM_HIDDEN) if sandboxed else None
+    # The settings' default limits (this child runs without Django's settings).
+    limits = Limits(processes=1024, memory=4 * 1024**3, file_size=8 * 1024**3)
+    sandbox = Sandbox(workspace=folder, hide=SYSTEM_HIDDEN, limits=limits) if sandboxed else None
 
     async def capture_once() -> dict:
         loop = asyncio.get_running_loop()

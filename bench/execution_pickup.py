@@ -320,12 +320,20 @@ def _sandbox_start(sandboxed: bool, folder: Path) -> float:
     """The floor of the sandbox's cost: ``Popen`` of the pickup's command → its first
     instruction, in the product's sandbox or as a plain ``/bin/sh -c``."""
     from tools.sandbox import sandbox_for
+    from tools.sandbox_limits import CommandLimits
 
     argv = ["/bin/sh", "-c", PICKUP_COMMAND]
-    if sandboxed:
-        argv = sandbox_for(folder).argv(argv)  # the product's own, by the bench's settings
+    limits = None
     sent = time.time()
-    done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=folder)
+    if sandboxed:  # the product's own, by the bench's settings: its limits' cgroups made too
+        box = sandbox_for(folder)
+        limits = CommandLimits(box.limits)
+        argv = limits.make() + box.argv(argv)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=folder)
+    finally:
+        if limits is not None:
+            limits.remove()
     return float(_EPOCH.search(done.stdout)[1]) - sent
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -131,7 +132,10 @@ def hierarchies() -> tuple[Hierarchy, ...]:
     """Where this process's commands get their cgroups (none: rlimits only)."""
     from django.conf import settings
 
-    delegated = settings.TOOLCORE_SANDBOX_CGROUP
+    if settings.configured:
+        delegated = settings.TOOLCORE_SANDBOX_CGROUP
+    else:  # a script that runs commands without Django's settings (the benches' children)
+        delegated = os.environ.get("TOOLCORE_SANDBOX_CGROUP", "").strip() or None
     if delegated is not None:
         return _delegated(Path(delegated))
     try:
@@ -219,6 +223,8 @@ class CommandLimits:
     def make(self) -> list[str]:
         """Make the cgroups; the argv prefix that joins them and sets the rlimits (prepended to
         bubblewrap's argv)."""
+        if self.limits == Limits():
+            return []  # nothing to hold it to: no prelude
         name = secrets.token_hex(8)
         procs: list[str] = []
         try:
@@ -269,7 +275,7 @@ class CommandLimits:
                     if time.monotonic() >= deadline:
                         logger.warning("sandbox: the cgroup %s is still in use; left", folder)
                         break
-                    time.sleep(0.02)
+                    time.sleep(0.005)
         self.folders = []
 
 

@@ -506,10 +506,12 @@ class ProcessCapture:
             self._error = exc
         finally:
             self._done.set()
+            if self._limits is not None:
+                # Its group is gone; its cgroups empty as the last of it ends, a moment later:
+                # removed on a thread, the call's settlement not waiting for it.
+                self._loop.run_in_executor(None, self._limits.remove)
 
     def _sync_files(self) -> None:
-        if self._limits is not None:  # its group is gone: its cgroups empty as it ends
-            self._limits.remove()
         for sink in self._sinks.values():
             sink.finish()
         fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
