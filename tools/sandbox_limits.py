@@ -36,6 +36,7 @@ import functools
 import logging
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,10 +49,16 @@ FOLDER = "toolcore"
 CONTROLLERS = ("pids", "memory")
 # Files a cgroup has only where the kernel counts swap.
 OPTIONAL = ("memory.memsw.limit_in_bytes", "memory.swap.max")
-# The prelude: join every cgroup named before ``--``, set the rlimits, become the sandbox.
+# The prelude: end at once if the worker that started it is gone already; join every cgroup
+# named before ``--``, set the rlimits, become the sandbox.
 PRELUDE = (
+    '[ "$PPID" = {worker} ] || exit 125; '
     'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; {ulimits}exec "$@"'
 )
+# Sets the parent-death signal first thing, kept across the execs that follow, so the prelude
+# dies with its worker as bubblewrap would (``--die-with-parent`` is set only once bubblewrap
+# runs: a worker killed before that left the sandbox running, found by test_worker_crash).
+SETPRIV = shutil.which("setpriv")
 # How long a command's cgroup may take to empty once its group is gone, and a leftover's age
 # before a start-up sweep removes it (a command joins its cgroups a moment after they are made).
 REMOVE_SECONDS = 5.0
@@ -243,14 +250,12 @@ class CommandLimits:
         except OSError:
             self.remove(wait=0)
             raise
-        return [
-            "/bin/sh",
-            "-c",
-            PRELUDE.format(ulimits=self._ulimits()),
-            "toolcore-limits",
-            *procs,
-            "--",
-        ]
+        # With setpriv, $PPID is read after the signal is set: a worker gone before that is
+        # seen by the check, one gone after it kills the prelude. Without, the check alone
+        # leaves the moment between it and bubblewrap's own.
+        prelude = PRELUDE.format(worker=os.getpid(), ulimits=self._ulimits())
+        pdeath = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
+        return [*pdeath, "/bin/sh", "-c", prelude, "toolcore-limits", *procs, "--"]
 
     def _ulimits(self) -> str:
         how = enforced(self.limits)

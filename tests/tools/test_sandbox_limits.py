@@ -186,6 +186,8 @@ def test_the_prelude_joins_each_cgroup_before_the_sandbox_starts(tmp_path, monke
     prefix = limits.make()
     (folder,) = limits.folders
     assert (folder / "pids.max").read_text() == "9"
+    assert prefix[:4] == [sandbox_limits.SETPRIV, "--pdeathsig", "KILL", "--"]
+    prefix = prefix[4:]
     assert prefix[:2] == ["/bin/sh", "-c"] and prefix[3:] == [
         "toolcore-limits",
         str(folder / "cgroup.procs"),
