@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -31,6 +30,7 @@ from channels.layers import get_channel_layer
 from django.db import connections
 
 from .detached import detached
+from .per_loop import PerLoop
 from .selectors import turn_results, unfinished_marks
 from .services.publish import turn_group
 
@@ -152,7 +152,7 @@ class Waiting:
         self._watch: _Watch | None = None
 
     async def join(self, timeout: float) -> None:
-        self._watch = _watch()
+        self._watch = _watches.get()
         self._watch.add(self.key, self)
         if self.layer is None:
             return
@@ -179,7 +179,7 @@ class Waiting:
         loop = asyncio.get_running_loop()
         end = loop.time() + seconds
         while True:
-            if self._news is None or self._news.done() and self._news.cancelled():
+            if self._news is None:
                 self._news = loop.create_future()
             if self._news.done():
                 self._news = None
@@ -282,15 +282,7 @@ class _Watch:
             self.task = None
 
 
-_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watch] = weakref.WeakKeyDictionary()
-
-
-def _watch() -> _Watch:
-    loop = asyncio.get_running_loop()
-    watch = _watches.get(loop)
-    if watch is None:
-        watch = _watches[loop] = _Watch()
-    return watch
+_watches: PerLoop[_Watch] = PerLoop(_Watch)
 
 
 async def _bounded(make: Callable[[], Awaitable[Any]], timeout: float) -> Any:

@@ -221,15 +221,11 @@ def sandbox_report() -> dict[str, object]:
     if state == "bwrap":
         limits = configured_limits()
         how = enforced_limits(limits)
-        values = {
-            "processes": limits.processes,
-            "memory": limits.memory,
-            "fileSize": limits.file_size,
-        }
         return {
             "on": True,
             "limits": {
-                name: {"max": value or None, "by": how[name]} for name, value in values.items()
+                name: {"max": value or None, "by": how[name]}
+                for name, value in limits.by_name().items()
             },
         }
     if state == "off":

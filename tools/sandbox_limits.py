@@ -73,6 +73,10 @@ class Limits:
     memory: int = 0
     file_size: int = 0
 
+    def by_name(self) -> dict[str, int]:
+        """Each bound by the name ``/readyz`` and ``enforced`` give it."""
+        return {"processes": self.processes, "memory": self.memory, "fileSize": self.file_size}
+
 
 def configured() -> Limits:
     from django.conf import settings
@@ -202,9 +206,8 @@ def describe(limits: Limits | None = None) -> str:
     """One line for the worker's start: each limit and how it is enforced."""
     limits = limits or configured()
     how = enforced(limits)
-    values = {"processes": limits.processes, "memory": limits.memory, "fileSize": limits.file_size}
     parts = []
-    for name, value in values.items():
+    for name, value in limits.by_name().items():
         label = {"processes": "processes", "memory": "memory", "fileSize": "file size"}[name]
         if not value:
             parts.append(f"{label} unlimited (set to 0)")
@@ -303,11 +306,3 @@ def _leftovers() -> Iterator[Path]:
                 with contextlib.suppress(OSError):
                     if child.is_dir() and now - child.stat().st_mtime > LEFTOVER_SECONDS:
                         yield child
-
-
-def process_count(folder: Path) -> int | None:
-    """The processes of a command's cgroup now (``pids.current``), when it has the controller."""
-    try:
-        return int((folder / "pids.current").read_text())
-    except (OSError, ValueError):
-        return None

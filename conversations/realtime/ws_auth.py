@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from importlib import import_module
 from typing import Any
 from urllib.parse import urlparse
@@ -45,6 +44,7 @@ from ..api.outages import CLOSE_TRY_AGAIN_LATER, OUTAGES, outage_noted
 from ..api.throttle import scope_address, token_failure, token_lockout_text
 from ..detached import socket_database
 from ..models import ApiToken
+from ..per_loop import PerLoop
 
 logger = logging.getLogger(__name__)
 
@@ -242,15 +242,9 @@ class CredentialWatch:
                     await held[2]()
 
 
-_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CredentialWatch] = (
-    weakref.WeakKeyDictionary()
-)
+_watches: PerLoop[CredentialWatch] = PerLoop(CredentialWatch)
 
 
 def credential_watch() -> CredentialWatch:
     """The watch of the running event loop (daphne has one; each test its own)."""
-    loop = asyncio.get_running_loop()
-    watch = _watches.get(loop)
-    if watch is None:
-        watch = _watches[loop] = CredentialWatch()
-    return watch
+    return _watches.get()

@@ -12,7 +12,7 @@ from tests.conftest import client_for
 from tests.realtime.helpers import received
 from tools.models import Launch
 from tools.runtime.launches.services import workbench_group
-from tools.runtime.processes import group_has_live_member
+from tools.runtime.processes import group_has_live_member, live_members
 from tools.runtime.registry import HANDLERS
 
 from .worker_helpers import running_worker, wait_for
@@ -48,12 +48,26 @@ def test_a_launch_runs_its_command_and_its_end_is_published(launcher, user, sett
     assert "hello" in changes[-1]["summary"] and "Process exit code 4." in changes[-1]["summary"]
 
 
+def _runs(pgid: int, name: str) -> bool:
+    """Whether a process called ``name`` runs in the group."""
+    for pid in live_members(pgid):
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if comm.read().strip() == name:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def test_stopping_a_running_launch_kills_its_group(launcher):
     with running_worker(handlers=HANDLERS):
         body = {"name": "server", "command": "sleep 300 & sleep 300; wait"}
         launch_id = launcher.post_json(f"{API}/launches", body).json()["id"]
         started = wait_for(lambda: Launch.objects.filter(pk=launch_id, pgid__isnull=False).first())
         assert group_has_live_member(started.pgid)
+        # The command itself runs (past the sandbox's set-up, where a stop is a SIGKILL).
+        wait_for(lambda: _runs(started.pgid, "sleep"), what="the launch's sleep")
         assert launcher.post_json(f"{API}/launches/{launch_id}/stop").status_code == 200
         stopped = wait_for(lambda: Launch.objects.filter(pk=launch_id, status="killed").first())
     assert stopped.signal == "SIGTERM" and stopped.finished_at is not None

@@ -86,10 +86,10 @@ def group_has_live_member(pgid: int) -> bool:
         except (ProcessLookupError, PermissionError):
             return False
         return True
-    return next(_live_members(pgid), None) is not None
+    return next(live_members(pgid), None) is not None
 
 
-def _live_members(pgid: int) -> Iterator[int]:
+def live_members(pgid: int) -> Iterator[int]:
     """The running processes of group ``pgid``, from ``/proc`` (zombies do not count)."""
     with contextlib.suppress(FileNotFoundError):
         for name in os.listdir("/proc"):
@@ -106,7 +106,7 @@ def killpg(pgid: int, sig: int) -> None:
     gets its grace (a trap runs, its exit status is its own) and bubblewrap ends with it. Before
     the command started (only bubblewrap's processes in the group) the group gets SIGKILL."""
     if sig != signal.SIGKILL and _command_name(pgid) == SANDBOX_LEADER:
-        others = [pid for pid in _live_members(pgid) if pid != pgid]
+        others = [pid for pid in live_members(pgid) if pid != pgid]
         if any(_command_name(pid) != SANDBOX_LEADER for pid in others):
             for pid in others:
                 with contextlib.suppress(ProcessLookupError):
